@@ -1,0 +1,20 @@
+//! rootsd: the daemon that keeps a machine's MCP workspace roots.
+//!
+//! `main.rs` only wires things together; everything it wires is here so tests can start a
+//! daemon in-process on a temporary socket with [`server::run`].
+//!
+//! - [`store`]: sled, behind a small API; the only module that knows sled exists.
+//! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
+//! - [`server`]: the accept loop and shutdown drain.
+//! - [`connection`]: one client connection: framing, dispatch, pushes.
+//! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
+//! - [`systemd`]: readiness, status and watchdog notifications.
+
+pub mod connection;
+pub mod error;
+pub mod instance;
+pub mod registry;
+pub mod server;
+pub mod socket;
+pub mod store;
+pub mod systemd;

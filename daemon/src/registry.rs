@@ -1,0 +1,469 @@
+//! The daemon's shared state: the roots of every workspace, the live MCP sessions, and the
+//! channels that tell connections about changes.
+//!
+//! Writes are serialised by one async mutex held across the store's flush, which is what makes
+//! every change atomic and durable before it is acknowledged. Readers of a workspace's roots never
+//! wait for the store: each workspace has a `watch` channel holding its newest snapshot, which
+//! also coalesces bursts, so a session that is slow to read only ever sees the newest list.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rootsd_proto::wire::{
+    self, ChangeResult, Era, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo,
+    SessionUpdate, WorkspaceSummary,
+};
+use rootsd_proto::{Root, WorkspaceName};
+use tokio::sync::{Notify, broadcast, watch};
+
+use crate::error::RequestError;
+use crate::store::{Contents, Store, StoredRootV1, StoredWorkspaceV1};
+
+/// How many changes a `watch` subscriber may fall behind before it is told it missed some.
+const CHANGE_FEED_CAPACITY: usize = 1024;
+
+/// Shared state of one running daemon.
+pub struct Registry {
+    store: Store,
+    /// The authoritative in-memory copy of the store; the mutex serialises writers.
+    model: tokio::sync::Mutex<Contents>,
+    /// Newest snapshot per workspace, for sessions. Created on first use.
+    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<RootsSnapshot>>>>,
+    /// Every change, in order, for `watch` subscribers.
+    feed: broadcast::Sender<Arc<RootsSnapshot>>,
+    sessions: Mutex<BTreeMap<u64, SessionRecord>>,
+    next_session_id: AtomicU64,
+    /// Woken whenever a session fetches roots or goes away, for `wait`.
+    progress: Notify,
+    clients: AtomicUsize,
+    started: Instant,
+}
+
+/// What the daemon keeps per session: deliberately small, as it may hold thousands.
+struct SessionRecord {
+    label: String,
+    pid: u32,
+    workspace: WorkspaceName,
+    list_changed: bool,
+    update: SessionUpdate,
+    last_fetch_unix: Option<u64>,
+    connected: Instant,
+}
+
+impl Registry {
+    /// Loads the store into memory.
+    pub fn new(store: Store) -> Result<Self, crate::store::StoreError> {
+        let contents = store.load()?;
+        Ok(Self {
+            store,
+            model: tokio::sync::Mutex::new(contents),
+            channels: Mutex::new(HashMap::new()),
+            feed: broadcast::channel(CHANGE_FEED_CAPACITY).0,
+            sessions: Mutex::new(BTreeMap::new()),
+            next_session_id: AtomicU64::new(1),
+            progress: Notify::new(),
+            clients: AtomicUsize::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    pub fn client_connected(&self) -> ClientGuard<'_> {
+        self.clients.fetch_add(1, Ordering::Relaxed);
+        ClientGuard(self)
+    }
+
+    pub fn clients(&self) -> usize {
+        self.clients.load(Ordering::Relaxed)
+    }
+
+    /// The roots of `workspace`; an unknown workspace is empty at revision 0.
+    pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
+        let model = self.model.lock().await;
+        snapshot_of(&model, workspace)
+    }
+
+    /// Store revision, total roots and workspace count.
+    pub async fn totals(&self) -> (u64, usize, usize) {
+        let model = self.model.lock().await;
+        let roots = model.workspaces.values().map(|w| w.roots.len()).sum();
+        (model.revision, roots, model.workspaces.len())
+    }
+
+    pub async fn workspaces(&self) -> Vec<WorkspaceSummary> {
+        let names: Vec<(WorkspaceName, usize)> = {
+            let model = self.model.lock().await;
+            model
+                .workspaces
+                .iter()
+                .map(|(name, ws)| (name.clone(), ws.roots.len()))
+                .collect()
+        };
+        let sessions = self.sessions.lock().expect("sessions lock");
+        let mut summaries: BTreeMap<WorkspaceName, WorkspaceSummary> = names
+            .into_iter()
+            .map(|(name, roots)| {
+                let summary = WorkspaceSummary {
+                    name: name.clone(),
+                    roots,
+                    sessions: 0,
+                };
+                (name, summary)
+            })
+            .collect();
+        for session in sessions.values() {
+            summaries
+                .entry(session.workspace.clone())
+                .or_insert_with(|| WorkspaceSummary {
+                    name: session.workspace.clone(),
+                    roots: 0,
+                    sessions: 0,
+                })
+                .sessions += 1;
+        }
+        summaries.into_values().collect()
+    }
+
+    /// Adds `roots` to `workspace`, renaming those that exist when a name is given.
+    pub async fn add(
+        &self,
+        workspace: &WorkspaceName,
+        roots: Vec<Root>,
+    ) -> Result<ChangeResult, RequestError> {
+        let mut canonical = Vec::with_capacity(roots.len());
+        for root in roots {
+            let uri = rootsd_proto::root::canonical_uri(&root.uri)?;
+            canonical.push(Root {
+                uri,
+                name: root.name.filter(|n| !n.is_empty()),
+            });
+        }
+        let mut model = self.model.lock().await;
+        let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
+        let mut result = self.empty_result(workspace, model.revision);
+        for root in canonical {
+            match next.roots.iter_mut().find(|r| r.uri == root.uri) {
+                Some(existing) if root.name.is_some() && existing.name != root.name => {
+                    existing.name = root.name.clone();
+                    result.renamed.push(Root::from(&*existing));
+                }
+                Some(existing) => result.unchanged.push(Root::from(&*existing)),
+                None => {
+                    next.roots.push(StoredRootV1::from(&root));
+                    result.added.push(root);
+                }
+            }
+        }
+        self.commit_change(&mut model, workspace, next, result)
+            .await
+    }
+
+    /// Removes the roots `targets` name. If any target matches nothing, or a name matches several
+    /// roots, nothing is removed.
+    pub async fn remove(
+        &self,
+        workspace: &WorkspaceName,
+        targets: Vec<RemoveTarget>,
+    ) -> Result<ChangeResult, RequestError> {
+        let mut model = self.model.lock().await;
+        let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
+        let mut result = self.empty_result(workspace, model.revision);
+        for target in &targets {
+            let index = find_target(&next.roots, target, workspace)?;
+            result.removed.push(Root::from(&next.roots.remove(index)));
+        }
+        self.commit_change(&mut model, workspace, next, result)
+            .await
+    }
+
+    fn empty_result(&self, workspace: &WorkspaceName, revision: u64) -> ChangeResult {
+        ChangeResult {
+            workspace: workspace.clone(),
+            revision,
+            added: Vec::new(),
+            renamed: Vec::new(),
+            unchanged: Vec::new(),
+            removed: Vec::new(),
+            total: 0,
+            notified_sessions: 0,
+        }
+    }
+
+    /// Persists `next` as the new state of `workspace` if anything changed, then publishes it.
+    async fn commit_change(
+        &self,
+        model: &mut Contents,
+        workspace: &WorkspaceName,
+        mut next: StoredWorkspaceV1,
+        mut result: ChangeResult,
+    ) -> Result<ChangeResult, RequestError> {
+        result.total = next.roots.len();
+        let changed =
+            !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
+        if !changed {
+            result.revision = model.workspaces.get(workspace).map_or(0, |w| w.revision);
+            return Ok(result);
+        }
+        let revision = model.revision + 1;
+        next.revision = revision;
+        self.store.commit(revision, workspace, &next).await?;
+        model.revision = revision;
+        model.workspaces.insert(workspace.clone(), next);
+        result.revision = revision;
+        result.notified_sessions = self.notifiable_sessions(workspace);
+        let snapshot = Arc::new(snapshot_of(model, workspace));
+        self.publish(snapshot);
+        Ok(result)
+    }
+
+    fn publish(&self, snapshot: Arc<RootsSnapshot>) {
+        if let Some(sender) = self
+            .channels
+            .lock()
+            .expect("channels lock")
+            .get(&snapshot.workspace)
+        {
+            sender.send_replace(snapshot.clone());
+        }
+        // No subscribers is the normal case, not an error.
+        let _ = self.feed.send(snapshot);
+    }
+
+    /// Subscribes to every change, for `watch`. Returns the revision the feed starts after.
+    pub async fn subscribe_feed(&self) -> (u64, broadcast::Receiver<Arc<RootsSnapshot>>) {
+        let model = self.model.lock().await;
+        (model.revision, self.feed.subscribe())
+    }
+
+    /// Registers an MCP session and subscribes it to its workspace's snapshots.
+    pub async fn register_session(&self, params: RegisterParams) -> Session<'_> {
+        let receiver = {
+            let model = self.model.lock().await;
+            let mut channels = self.channels.lock().expect("channels lock");
+            let sender = channels.entry(params.workspace.clone()).or_insert_with(|| {
+                watch::channel(Arc::new(snapshot_of(&model, &params.workspace))).0
+            });
+            sender.subscribe()
+        };
+        let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        let record = SessionRecord {
+            label: params.label,
+            pid: params.pid,
+            workspace: params.workspace,
+            list_changed: params.list_changed,
+            last_fetch_unix: params.update.fetched_revision.map(|_| unix_now()),
+            update: params.update,
+            connected: Instant::now(),
+        };
+        self.sessions
+            .lock()
+            .expect("sessions lock")
+            .insert(id, record);
+        Session {
+            registry: self,
+            id,
+            receiver,
+        }
+    }
+
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions = self.sessions.lock().expect("sessions lock");
+        sessions
+            .iter()
+            .map(|(id, s)| session_info(*id, s))
+            .collect()
+    }
+
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().expect("sessions lock").len()
+    }
+
+    /// Sessions of `workspace` that will be told about a change: those that declared
+    /// `listChanged` and speak the handshake era (or have not said yet).
+    fn notifiable_sessions(&self, workspace: &WorkspaceName) -> usize {
+        let sessions = self.sessions.lock().expect("sessions lock");
+        sessions
+            .values()
+            .filter(|s| is_notifiable(s, workspace))
+            .count()
+    }
+
+    /// Which notifiable sessions of `workspace` have and have not fetched `revision`.
+    pub fn fetch_progress(
+        &self,
+        workspace: &WorkspaceName,
+        revision: u64,
+    ) -> (Vec<SessionInfo>, Vec<SessionInfo>) {
+        let sessions = self.sessions.lock().expect("sessions lock");
+        sessions
+            .iter()
+            .filter(|(_, s)| is_notifiable(s, workspace))
+            .map(|(id, s)| session_info(*id, s))
+            .partition(|info| info.fetched_revision.is_some_and(|r| r >= revision))
+    }
+
+    /// Resolves the next time any session fetches roots or goes away.
+    pub fn progress(&self) -> &Notify {
+        &self.progress
+    }
+}
+
+/// A registered session; unregisters itself when dropped.
+pub struct Session<'a> {
+    registry: &'a Registry,
+    pub id: u64,
+    pub receiver: watch::Receiver<Arc<RootsSnapshot>>,
+}
+
+impl Session<'_> {
+    pub fn update(&self, update: SessionUpdate) {
+        self.with_record(|record| {
+            let sent = record
+                .update
+                .notifications_sent
+                .max(update.notifications_sent);
+            let fetched = update.fetched_revision.or(record.update.fetched_revision);
+            record.update = SessionUpdate {
+                fetched_revision: fetched,
+                notifications_sent: sent,
+                ..update
+            };
+        });
+    }
+
+    pub fn fetched(&self, revision: u64) {
+        self.with_record(|record| {
+            record.update.fetched_revision = Some(
+                record
+                    .update
+                    .fetched_revision
+                    .map_or(revision, |r| r.max(revision)),
+            );
+            record.last_fetch_unix = Some(unix_now());
+        });
+        self.registry.progress.notify_waiters();
+    }
+
+    pub fn notified(&self) {
+        self.with_record(|record| record.update.notifications_sent += 1);
+    }
+
+    fn with_record(&self, change: impl FnOnce(&mut SessionRecord)) {
+        let mut sessions = self.registry.sessions.lock().expect("sessions lock");
+        if let Some(record) = sessions.get_mut(&self.id) {
+            change(record);
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.registry
+            .sessions
+            .lock()
+            .expect("sessions lock")
+            .remove(&self.id);
+        self.registry.progress.notify_waiters();
+    }
+}
+
+/// Counts a connected client for `status` until dropped.
+pub struct ClientGuard<'a>(&'a Registry);
+
+impl Drop for ClientGuard<'_> {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn is_notifiable(session: &SessionRecord, workspace: &WorkspaceName) -> bool {
+    &session.workspace == workspace && session.list_changed && session.update.era != Era::Stateless
+}
+
+fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {
+    let stored = model.workspaces.get(workspace);
+    RootsSnapshot {
+        workspace: workspace.clone(),
+        revision: stored.map_or(0, |w| w.revision),
+        roots: stored
+            .map(|w| w.roots.iter().map(Root::from).collect())
+            .unwrap_or_default(),
+    }
+}
+
+fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
+    SessionInfo {
+        id,
+        label: s.label.clone(),
+        pid: s.pid,
+        workspace: s.workspace.clone(),
+        list_changed: s.list_changed,
+        era: s.update.era,
+        server: s.update.server.clone(),
+        protocol_version: s.update.protocol_version.clone(),
+        last_fetch_unix: s.last_fetch_unix,
+        fetched_revision: s.update.fetched_revision,
+        notifications_sent: s.update.notifications_sent,
+        connected_secs: s.connected.elapsed().as_secs(),
+    }
+}
+
+/// Finds the root a removal target names: by URI first, then by display name.
+fn find_target(
+    roots: &[StoredRootV1],
+    target: &RemoveTarget,
+    workspace: &WorkspaceName,
+) -> Result<usize, RequestError> {
+    if let Some(uri) = &target.uri {
+        let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
+        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
+            return Ok(index);
+        }
+    }
+    if let Some(name) = &target.name {
+        let matches: Vec<usize> = roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.name.as_deref() == Some(name))
+            .map(|(i, _)| i)
+            .collect();
+        match matches.as_slice() {
+            [index] => return Ok(*index),
+            [] => {}
+            _ => {
+                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
+                return Err(RequestError::new(
+                    wire::code::AMBIGUOUS,
+                    format!(
+                        "{:?} is the name of {} roots in workspace {workspace} ({}): remove them by path or URI instead",
+                        target.input,
+                        matches.len(),
+                        uris.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Err(RequestError::new(
+        wire::code::NOT_FOUND,
+        format!(
+            "{:?} is not a root of workspace {workspace}: nothing was removed (see `rootsctl list --workspace {workspace}`)",
+            target.input
+        ),
+    ))
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

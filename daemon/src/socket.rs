@@ -1,0 +1,279 @@
+//! Getting a listening socket: adopt the one systemd passed, or bind our own safely.
+//!
+//! Binding our own follows three rules:
+//! - the socket's directory is created mode 0700, and a directory owned by someone else is
+//!   refused;
+//! - a socket file that answers belongs to a live daemon and is never touched;
+//! - a dead socket file is reclaimed only if this state directory's records show rootsd created
+//!   it (same device and inode); anything else at the path is left for the user to remove.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use interprocess::local_socket::tokio::Listener;
+use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
+use interprocess::os::unix::local_socket::ListenerOptionsExt as _;
+
+/// Name of the file, inside the state directory, recording the socket rootsd bound.
+const SOCKET_RECORD: &str = "socket.id";
+
+/// Why no listener could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error(
+        "another rootsd is already serving {path}: stop it first, or pass a different --socket"
+    )]
+    InUse { path: PathBuf },
+    #[error(
+        "{path} exists but was not created by this rootsd (state dir {state_dir}): remove it yourself if nothing uses it, or pass a different --socket"
+    )]
+    Foreign { path: PathBuf, state_dir: PathBuf },
+    #[error(
+        "the socket directory {path} belongs to uid {owner}, not to you (uid {me}): pass a --socket in a directory you own"
+    )]
+    DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error("failed to {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "the socket path {path} is too long for a Unix socket ({len} bytes; the limit is 107): choose a shorter --socket"
+    )]
+    TooLong { path: PathBuf, len: usize },
+    #[error("systemd passed a socket rootsd cannot use: {0}")]
+    Inherited(io::Error),
+}
+
+/// A listener plus what must happen to its file at exit.
+pub struct BoundSocket {
+    pub listener: Listener,
+    pub path: PathBuf,
+    /// Whether systemd passed the socket (and so owns its file).
+    pub activated: bool,
+    /// The identity of the file we created, if we created one.
+    created: Option<FileId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    fn of(meta: &fs::Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+
+    fn encode(self) -> String {
+        format!("{} {}\n", self.dev, self.ino)
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.split_whitespace().map(str::parse::<u64>);
+        Some(Self {
+            dev: parts.next()?.ok()?,
+            ino: parts.next()?.ok()?,
+        })
+    }
+}
+
+/// Takes the socket systemd passed with `LISTEN_FDS`, if any.
+pub fn inherited(path: &Path) -> Result<Option<BoundSocket>, SocketError> {
+    use interprocess::os::unix::uds_local_socket::tokio::Listener as UdsListener;
+    let mut fds = listenfd::ListenFd::from_env();
+    let Some(std_listener) = fds.take_unix_listener(0).map_err(SocketError::Inherited)? else {
+        return Ok(None);
+    };
+    let actual = std_listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(Path::to_path_buf));
+    let fd = std::os::fd::OwnedFd::from(std_listener);
+    let listener: Listener = UdsListener::try_from(fd)
+        .map_err(SocketError::Inherited)?
+        .into();
+    let path = match actual {
+        Some(actual) if actual != path => {
+            tracing::warn!(
+                configured = %path.display(),
+                inherited = %actual.display(),
+                "systemd's socket is not at the configured path; clients must use the inherited one"
+            );
+            actual
+        }
+        Some(actual) => actual,
+        None => path.to_path_buf(),
+    };
+    Ok(Some(BoundSocket {
+        listener,
+        path,
+        activated: true,
+        created: None,
+    }))
+}
+
+/// Binds a new socket at `path`, reclaiming a stale one only if we made it.
+///
+/// The caller must hold the state directory's instance lock: that is what makes removing a dead
+/// socket safe against another rootsd of the same state directory binding at the same moment.
+pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
+    use std::os::unix::ffi::OsStrExt;
+    let len = path.as_os_str().as_bytes().len();
+    if len > 107 {
+        return Err(SocketError::TooLong {
+            path: path.to_owned(),
+            len,
+        });
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        prepare_directory(dir)?;
+    }
+    if let Ok(meta) = fs::symlink_metadata(path) {
+        reclaim_if_stale(path, state_dir, &meta)?;
+    }
+    let io_err = |action, source| SocketError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let name = path
+        .to_fs_name::<GenericFilePath>()
+        .map_err(|e| io_err("name the socket", e))?;
+    let listener = ListenerOptions::new()
+        .name(name)
+        .mode(0o600)
+        .reclaim_name(false)
+        .create_tokio()
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse {
+                SocketError::InUse {
+                    path: path.to_owned(),
+                }
+            } else {
+                io_err("bind the socket at", e)
+            }
+        })?;
+    let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
+    let id = FileId::of(&meta);
+    fs::write(state_dir.join(SOCKET_RECORD), id.encode())
+        .map_err(|e| io_err("record the socket identity for", e))?;
+    Ok(BoundSocket {
+        listener,
+        path: path.to_owned(),
+        activated: false,
+        created: Some(id),
+    })
+}
+
+/// Removes the socket file at exit, if rootsd created it.
+pub struct SocketCloser {
+    path: PathBuf,
+    created: Option<FileId>,
+}
+
+impl BoundSocket {
+    /// Separates the listener, which [`crate::server::run`] consumes, from the clean-up of its
+    /// file.
+    pub fn split(self) -> (Listener, SocketCloser) {
+        let closer = SocketCloser {
+            path: self.path,
+            created: self.created,
+        };
+        (self.listener, closer)
+    }
+}
+
+impl SocketCloser {
+    /// Removes the socket file if, and only if, it is still the one we created. A socket systemd
+    /// passed is never removed. Call after the listener is dropped.
+    pub fn close(self) {
+        let Self { path, created } = self;
+        let Some(id) = created else { return };
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if FileId::of(&meta) == id => {
+                if let Err(err) = fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), error = %err, "could not remove the socket");
+                }
+            }
+            Ok(_) => tracing::warn!(
+                path = %path.display(),
+                "the socket file was replaced by someone else; leaving it"
+            ),
+            Err(_) => {}
+        }
+    }
+}
+
+fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
+    let me = rustix::process::geteuid().as_raw();
+    match fs::metadata(dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| SocketError::Io {
+                action: "create the socket directory",
+                path: dir.to_owned(),
+                source,
+            }),
+        Err(source) => Err(SocketError::Io {
+            action: "inspect the socket directory",
+            path: dir.to_owned(),
+            source,
+        }),
+        Ok(meta) if meta.uid() != me && meta.permissions().mode() & 0o1000 == 0 => {
+            Err(SocketError::DirectoryOwner {
+                path: dir.to_owned(),
+                owner: meta.uid(),
+                me,
+            })
+        }
+        Ok(meta) => {
+            if meta.permissions().mode() & 0o077 != 0 && meta.uid() == me {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    mode = format!("{:o}", meta.permissions().mode() & 0o7777),
+                    "the socket directory is open to other users; the socket itself is still 0600 and other users are refused"
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn reclaim_if_stale(path: &Path, state_dir: &Path, meta: &fs::Metadata) -> Result<(), SocketError> {
+    if !meta.file_type().is_socket() {
+        return Err(SocketError::Foreign {
+            path: path.to_owned(),
+            state_dir: state_dir.to_owned(),
+        });
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(SocketError::InUse {
+            path: path.to_owned(),
+        });
+    }
+    let recorded = fs::read_to_string(state_dir.join(SOCKET_RECORD))
+        .ok()
+        .and_then(|t| FileId::decode(&t));
+    if recorded != Some(FileId::of(meta)) {
+        return Err(SocketError::Foreign {
+            path: path.to_owned(),
+            state_dir: state_dir.to_owned(),
+        });
+    }
+    tracing::info!(path = %path.display(), "reclaiming the stale socket of a previous rootsd");
+    fs::remove_file(path).map_err(|source| SocketError::Io {
+        action: "remove the stale socket",
+        path: path.to_owned(),
+        source,
+    })
+}

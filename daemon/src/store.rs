@@ -1,0 +1,247 @@
+//! Persistence: the only module that knows sled exists.
+//!
+//! sled 0.34 is effectively unmaintained, so it stays behind this small API and could be replaced
+//! without touching anything else. Everything lives in one tree, so every change is one atomic
+//! batch, and every change is flushed to disk before [`Store::commit`] returns: the daemon
+//! acknowledges nothing that a crash could take back.
+//!
+//! Layout (one tree, `rootsd`):
+//!
+//! | key | value |
+//! |---|---|
+//! | `m/schema` | schema version, `u32` big-endian |
+//! | `m/revision` | store revision, `u64` big-endian |
+//! | `w/<workspace>` | JSON [`StoredWorkspaceV1`] |
+//!
+//! The stored types are separate from the wire types on purpose: the wire may grow without
+//! forcing a migration, and a migration never changes the wire.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rootsd_proto::{Root, WorkspaceName};
+use serde::{Deserialize, Serialize};
+
+const SCHEMA_KEY: &[u8] = b"m/schema";
+const REVISION_KEY: &[u8] = b"m/revision";
+const WORKSPACE_PREFIX: &[u8] = b"w/";
+const SCHEMA_VERSION: u32 = 1;
+
+/// Failures of the store. Messages read after "failed to …".
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("failed to open the database at {path}: {source}")]
+    Open { path: String, source: sled::Error },
+    #[error("failed to read or write the database: {0}")]
+    Sled(#[from] sled::Error),
+    #[error(
+        "the database has schema version {found}, but this rootsd understands only {SCHEMA_VERSION}: run a newer rootsd"
+    )]
+    UnknownSchema { found: u32 },
+    #[error("the database holds a corrupt record under {key:?}: {reason}")]
+    Corrupt { key: String, reason: String },
+}
+
+/// One workspace as stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredWorkspaceV1 {
+    /// The store revision of the last change to this workspace.
+    pub revision: u64,
+    pub roots: Vec<StoredRootV1>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRootV1 {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// Everything in the store, as loaded at start-up.
+#[derive(Clone, Debug, Default)]
+pub struct Contents {
+    pub revision: u64,
+    pub workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+}
+
+/// The open database.
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    tree: sled::Tree,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `dir`.
+    ///
+    /// sled takes an exclusive lock on the directory, so the daemon must hold its own instance
+    /// lock first to report a second instance clearly.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(8 << 20)
+            .flush_every_ms(Some(1000))
+            .open()
+            .map_err(|source| StoreError::Open {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        let tree = db.open_tree("rootsd")?;
+        let store = Self { db, tree };
+        store.check_schema()?;
+        Ok(store)
+    }
+
+    fn check_schema(&self) -> Result<(), StoreError> {
+        match self.tree.get(SCHEMA_KEY)? {
+            None => {
+                self.tree
+                    .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                self.tree.flush()?;
+                Ok(())
+            }
+            Some(bytes) => {
+                let found = <[u8; 4]>::try_from(bytes.as_ref())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| StoreError::Corrupt {
+                        key: "m/schema".into(),
+                        reason: format!("expected 4 bytes, found {}", bytes.len()),
+                    })?;
+                if found == SCHEMA_VERSION {
+                    Ok(())
+                } else {
+                    Err(StoreError::UnknownSchema { found })
+                }
+            }
+        }
+    }
+
+    /// Reads the whole store.
+    pub fn load(&self) -> Result<Contents, StoreError> {
+        let revision = match self.tree.get(REVISION_KEY)? {
+            None => 0,
+            Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
+                .map(u64::from_be_bytes)
+                .map_err(|_| StoreError::Corrupt {
+                    key: "m/revision".into(),
+                    reason: format!("expected 8 bytes, found {}", bytes.len()),
+                })?,
+        };
+        let mut workspaces = BTreeMap::new();
+        for item in self.tree.scan_prefix(WORKSPACE_PREFIX) {
+            let (key, value) = item?;
+            let key_text = String::from_utf8_lossy(&key).into_owned();
+            let corrupt = |reason: String| StoreError::Corrupt {
+                key: key_text.clone(),
+                reason,
+            };
+            let name = std::str::from_utf8(&key[WORKSPACE_PREFIX.len()..])
+                .map_err(|e| corrupt(e.to_string()))
+                .and_then(|n| WorkspaceName::new(n).map_err(|e| corrupt(e.to_string())))?;
+            let workspace: StoredWorkspaceV1 =
+                serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
+            workspaces.insert(name, workspace);
+        }
+        Ok(Contents {
+            revision,
+            workspaces,
+        })
+    }
+
+    /// Writes one workspace and the new store revision as one atomic batch, then flushes.
+    ///
+    /// Returns only once the change is on disk. On error nothing may be assumed written, and the
+    /// caller must not apply the change in memory.
+    pub async fn commit(
+        &self,
+        revision: u64,
+        workspace: &WorkspaceName,
+        contents: &StoredWorkspaceV1,
+    ) -> Result<(), StoreError> {
+        let mut key = WORKSPACE_PREFIX.to_vec();
+        key.extend_from_slice(workspace.as_str().as_bytes());
+        let value = serde_json::to_vec(contents).expect("stored types always serialise");
+        let mut batch = sled::Batch::default();
+        batch.insert(key, value);
+        batch.insert(REVISION_KEY, &revision.to_be_bytes());
+        self.tree.apply_batch(batch)?;
+        self.tree.flush_async().await?;
+        Ok(())
+    }
+
+    /// Flushes anything outstanding; called once at shutdown.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await?;
+        Ok(())
+    }
+}
+
+impl From<&Root> for StoredRootV1 {
+    fn from(root: &Root) -> Self {
+        Self {
+            uri: root.uri.clone(),
+            name: root.name.clone(),
+        }
+    }
+}
+
+impl From<&StoredRootV1> for Root {
+    fn from(root: &StoredRootV1) -> Self {
+        Self {
+            uri: root.uri.clone(),
+            name: root.name.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws(name: &str) -> WorkspaceName {
+        WorkspaceName::new(name).unwrap()
+    }
+
+    #[tokio::test]
+    async fn commits_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let contents = StoredWorkspaceV1 {
+            revision: 3,
+            roots: vec![StoredRootV1 {
+                uri: "file:///a".into(),
+                name: Some("a".into()),
+            }],
+        };
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.commit(3, &ws("work"), &contents).await.unwrap();
+        }
+        let loaded = Store::open(dir.path()).unwrap().load().unwrap();
+        assert_eq!(loaded.revision, 3);
+        assert_eq!(loaded.workspaces[&ws("work")], contents);
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_directory_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Store::open(dir.path()).unwrap();
+        assert!(matches!(
+            Store::open(dir.path()),
+            Err(StoreError::Open { .. })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store.tree.insert(SCHEMA_KEY, &9u32.to_be_bytes()).unwrap();
+            store.tree.flush().unwrap();
+        }
+        assert!(matches!(
+            Store::open(dir.path()),
+            Err(StoreError::UnknownSchema { found: 9 })
+        ));
+    }
+}

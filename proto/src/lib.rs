@@ -1,0 +1,18 @@
+//! Everything `rootsd` and `rootsctl` must agree on, and nothing that does I/O on their behalf.
+//!
+//! - [`wire`]: the control protocol spoken on the local socket (newline-delimited JSON-RPC 2.0).
+//! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
+//! - [`workspace`]: what a valid workspace name is.
+//! - [`paths`]: where the socket and the state directory live, as a pure function of the
+//!   environment.
+//!
+//! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
+//! without starting anything.
+
+pub mod paths;
+pub mod root;
+pub mod wire;
+pub mod workspace;
+
+pub use root::{Root, RootError};
+pub use workspace::{WorkspaceName, WorkspaceNameError};

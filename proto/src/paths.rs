@@ -1,0 +1,179 @@
+//! Where the socket and the state directory live.
+//!
+//! Resolution is one pure function of an [`Environment`] snapshot so that the daemon, the CLI
+//! (which must find the socket the daemon chose, and autostart it there) and the tests agree
+//! without anyone calling `set_var`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// File name of the socket inside its directory.
+pub const SOCKET_FILE_NAME: &str = "rootsd.sock";
+
+/// The environment variables path resolution reads, captured once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// `ROOTSD_SOCKET`.
+    pub rootsd_socket: Option<OsString>,
+    /// `XDG_RUNTIME_DIR`.
+    pub xdg_runtime_dir: Option<OsString>,
+    /// `TMPDIR`.
+    pub tmpdir: Option<OsString>,
+    /// `STATE_DIRECTORY`, set by systemd from `StateDirectory=`; may hold several paths separated
+    /// by `:`.
+    pub state_directory: Option<OsString>,
+    /// `XDG_STATE_HOME`.
+    pub xdg_state_home: Option<OsString>,
+    /// `HOME`.
+    pub home: Option<OsString>,
+    /// The real user id, for the per-user fallback directory under `/tmp`.
+    pub uid: u32,
+}
+
+impl Environment {
+    /// Captures the process environment. `uid` is passed in because reading it is a system call,
+    /// which this crate leaves to its callers.
+    pub fn capture(uid: u32) -> Self {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Self {
+            rootsd_socket: var("ROOTSD_SOCKET"),
+            xdg_runtime_dir: var("XDG_RUNTIME_DIR"),
+            tmpdir: var("TMPDIR"),
+            state_directory: var("STATE_DIRECTORY"),
+            xdg_state_home: var("XDG_STATE_HOME"),
+            home: var("HOME"),
+            uid,
+        }
+    }
+}
+
+/// Why a path could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error(
+        "cannot choose a state directory: none of --state-dir, STATE_DIRECTORY, XDG_STATE_HOME or HOME is set; pass --state-dir DIR"
+    )]
+    NoStateDir,
+}
+
+/// The socket path: `explicit` (`--socket`), else `ROOTSD_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/rootsd/rootsd.sock`, else `${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock`.
+///
+/// Relative values are kept as given; XDG requires absolute paths, so a relative
+/// `XDG_RUNTIME_DIR` is ignored as the basedir specification says.
+pub fn socket_path(env: &Environment, explicit: Option<PathBuf>) -> PathBuf {
+    if let Some(path) = explicit.or_else(|| env.rootsd_socket.clone().map(PathBuf::from)) {
+        return path;
+    }
+    if let Some(runtime) = absolute(&env.xdg_runtime_dir) {
+        return runtime.join("rootsd").join(SOCKET_FILE_NAME);
+    }
+    let tmp = absolute(&env.tmpdir).unwrap_or_else(|| PathBuf::from("/tmp"));
+    tmp.join(format!("rootsd-{}", env.uid))
+        .join(SOCKET_FILE_NAME)
+}
+
+/// The state directory: `explicit` (`--state-dir`), else the first entry of `STATE_DIRECTORY`,
+/// else `$XDG_STATE_HOME/rootsd`, else `$HOME/.local/state/rootsd`.
+pub fn state_dir(env: &Environment, explicit: Option<PathBuf>) -> Result<PathBuf, PathError> {
+    if let Some(path) = explicit {
+        return Ok(path);
+    }
+    if let Some(dirs) = &env.state_directory {
+        let first = dirs
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if !first.is_empty() {
+            return Ok(PathBuf::from(first));
+        }
+    }
+    if let Some(state) = absolute(&env.xdg_state_home) {
+        return Ok(state.join("rootsd"));
+    }
+    if let Some(home) = absolute(&env.home) {
+        return Ok(home.join(".local").join("state").join("rootsd"));
+    }
+    Err(PathError::NoStateDir)
+}
+
+fn absolute(value: &Option<OsString>) -> Option<PathBuf> {
+    value
+        .as_ref()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Environment {
+        Environment {
+            uid: 1000,
+            ..Environment::default()
+        }
+    }
+
+    #[test]
+    fn socket_prefers_flag_then_env_then_runtime_dir_then_tmp() {
+        let mut e = env();
+        assert_eq!(
+            socket_path(&e, None),
+            PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
+        );
+        e.tmpdir = Some("/var/tmp".into());
+        assert_eq!(
+            socket_path(&e, None),
+            PathBuf::from("/var/tmp/rootsd-1000/rootsd.sock")
+        );
+        e.xdg_runtime_dir = Some("/run/user/1000".into());
+        assert_eq!(
+            socket_path(&e, None),
+            PathBuf::from("/run/user/1000/rootsd/rootsd.sock")
+        );
+        e.rootsd_socket = Some("/s/env.sock".into());
+        assert_eq!(socket_path(&e, None), PathBuf::from("/s/env.sock"));
+        assert_eq!(
+            socket_path(&e, Some("/s/flag.sock".into())),
+            PathBuf::from("/s/flag.sock")
+        );
+    }
+
+    #[test]
+    fn relative_runtime_dir_is_ignored() {
+        let mut e = env();
+        e.xdg_runtime_dir = Some("relative".into());
+        assert_eq!(
+            socket_path(&e, None),
+            PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
+        );
+    }
+
+    #[test]
+    fn state_prefers_flag_then_systemd_then_xdg_then_home() {
+        let mut e = env();
+        assert_eq!(state_dir(&e, None), Err(PathError::NoStateDir));
+        e.home = Some("/home/u".into());
+        assert_eq!(
+            state_dir(&e, None).unwrap(),
+            PathBuf::from("/home/u/.local/state/rootsd")
+        );
+        e.xdg_state_home = Some("/xdg/state".into());
+        assert_eq!(
+            state_dir(&e, None).unwrap(),
+            PathBuf::from("/xdg/state/rootsd")
+        );
+        e.state_directory = Some("/var/lib/rootsd:/var/lib/other".into());
+        assert_eq!(
+            state_dir(&e, None).unwrap(),
+            PathBuf::from("/var/lib/rootsd")
+        );
+        assert_eq!(
+            state_dir(&e, Some("/flag".into())).unwrap(),
+            PathBuf::from("/flag")
+        );
+    }
+}

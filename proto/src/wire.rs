@@ -1,0 +1,528 @@
+//! The control protocol on rootsd's local socket: newline-delimited JSON-RPC 2.0.
+//!
+//! Each line is one JSON-RPC message. A client opens with [`Hello`]; after that it may send any
+//! request, and the daemon may push [`RootsChanged`] notifications on connections that asked for
+//! them ([`Watch`], [`RegisterSession`]). `docs/PROTOCOL.md` shows every method with example lines.
+//!
+//! Every method is a type implementing [`Method`], which ties its name to its parameter and result
+//! types, so the client and the daemon cannot disagree about either.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::root::Root;
+use crate::workspace::WorkspaceName;
+
+/// Version of this control protocol. A client and daemon with different versions refuse each
+/// other at [`Hello`] with a message saying which side to upgrade or restart.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The longest line either side accepts, in bytes, newline excluded. A longer line is a framing
+/// violation and closes the connection.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// A JSON-RPC method of the control protocol.
+pub trait Method {
+    const NAME: &'static str;
+    type Params: Serialize + DeserializeOwned;
+    type Result: Serialize + DeserializeOwned;
+}
+
+/// A JSON-RPC request or notification, as read off the wire before its params are typed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub jsonrpc: String,
+    /// Absent for notifications. Any JSON value other than `null` is echoed back verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub params: Value,
+}
+
+/// A JSON-RPC response: exactly one of `result` and `error` is present.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Response {
+    pub jsonrpc: String,
+    pub id: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorObject>,
+}
+
+/// A JSON-RPC notification sent by the daemon.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Notification {
+    pub jsonrpc: String,
+    pub method: String,
+    pub params: Value,
+}
+
+/// The `error` member of a failed response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ErrorObject {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// Error codes. The first five are JSON-RPC's own; the rest are rootsd's, in the range JSON-RPC
+/// leaves to implementations.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The client's protocol version differs from the daemon's.
+    pub const VERSION_MISMATCH: i64 = -32000;
+    /// A request other than `hello` arrived before `hello`.
+    pub const HELLO_REQUIRED: i64 = -32001;
+    /// A root, workspace or session named in the request does not exist.
+    pub const NOT_FOUND: i64 = -32002;
+    /// A root in the request is not acceptable (not `file://`, remote host, …).
+    pub const INVALID_ROOT: i64 = -32003;
+    /// The store could not persist the change; nothing was changed.
+    pub const STORAGE: i64 = -32004;
+    /// A name matched more than one root.
+    pub const AMBIGUOUS: i64 = -32005;
+    /// The connection is not in a state that allows the request (e.g. a second registration).
+    pub const INVALID_STATE: i64 = -32006;
+}
+
+impl ErrorObject {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl Request {
+    pub fn new<M: Method>(id: u64, params: &M::Params) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            id: Some(Value::from(id)),
+            method: M::NAME.to_owned(),
+            params: serde_json::to_value(params).expect("wire params always serialise"),
+        }
+    }
+
+    /// A notification (no id, no response) of method `M`.
+    pub fn notification<M: Method>(params: &M::Params) -> Self {
+        Self {
+            id: None,
+            ..Self::new::<M>(0, params)
+        }
+    }
+}
+
+impl Response {
+    pub fn success(id: Value, result: Value) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            id,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    pub fn failure(id: Value, error: ErrorObject) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            id,
+            result: None,
+            error: Some(error),
+        }
+    }
+}
+
+impl Notification {
+    pub fn new<M: Method>(params: &M::Params) -> Self {
+        Self {
+            jsonrpc: "2.0".to_owned(),
+            method: M::NAME.to_owned(),
+            params: serde_json::to_value(params).expect("wire params always serialise"),
+        }
+    }
+}
+
+/// Anything the daemon writes: a response to a request, or a pushed notification.
+///
+/// Clients read a line into this to tell the two apart by the presence of `id`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Incoming {
+    #[serde(default)]
+    pub id: Option<Value>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Option<Value>,
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub error: Option<ErrorObject>,
+}
+
+macro_rules! method {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty) => {
+        $(#[$doc])*
+        pub enum $ty {}
+        impl Method for $ty {
+            const NAME: &'static str = $name;
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+method!(
+    /// `hello`: the first request on every connection; checks protocol versions.
+    Hello, "hello", HelloParams, HelloResult
+);
+method!(
+    /// `roots.list`: the roots of one workspace, in insertion order.
+    ListRoots, "roots.list", WorkspaceParams, RootsSnapshot
+);
+method!(
+    /// `roots.add`: adds roots to a workspace, or renames existing ones; atomic.
+    AddRoots, "roots.add", AddParams, ChangeResult
+);
+method!(
+    /// `roots.remove`: removes roots by URI or name; atomic, and nothing changes if any target is
+    /// unknown.
+    RemoveRoots, "roots.remove", RemoveParams, ChangeResult
+);
+method!(
+    /// `workspaces.list`: every workspace that has roots or sessions.
+    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult
+);
+method!(
+    /// `status`: what the daemon is and how it is doing.
+    Status, "status", EmptyParams, StatusResult
+);
+method!(
+    /// `watch`: subscribe this connection to [`RootsChanged`] notifications.
+    Watch, "watch", WatchParams, WatchResult
+);
+method!(
+    /// `session.register`: this connection is an MCP session (a `rootsctl proxy`); the daemon
+    /// pushes [`RootsChanged`] for its workspace until the connection closes.
+    RegisterSession, "session.register", RegisterParams, RegisterResult
+);
+method!(
+    /// `session.update`: what the proxy learnt from the server after registering.
+    UpdateSession, "session.update", SessionUpdate, EmptyResult
+);
+method!(
+    /// `session.fetched` (notification): the session's server fetched the roots of `revision`.
+    SessionFetched, "session.fetched", FetchedParams, EmptyResult
+);
+method!(
+    /// `session.notified` (notification): the proxy sent `notifications/roots/list_changed`.
+    SessionNotified, "session.notified", EmptyParams, EmptyResult
+);
+method!(
+    /// `sessions.list`: every live MCP session.
+    ListSessions, "sessions.list", EmptyParams, SessionsResult
+);
+method!(
+    /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
+    /// when the timeout passes.
+    WaitForSessions, "wait", WaitParams, WaitResult
+);
+method!(
+    /// `roots.changed` (daemon → client notification): a workspace's roots changed.
+    RootsChanged, "roots.changed", RootsSnapshot, EmptyResult
+);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmptyParams {}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmptyResult {}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloParams {
+    pub protocol_version: u32,
+    /// Who is calling, for logs: e.g. `rootsctl 0.1.0`.
+    #[serde(default)]
+    pub client: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloResult {
+    pub protocol_version: u32,
+    pub daemon_version: String,
+    pub pid: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceParams {
+    #[serde(default)]
+    pub workspace: WorkspaceName,
+}
+
+/// One workspace's roots at one store revision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootsSnapshot {
+    pub workspace: WorkspaceName,
+    pub revision: u64,
+    pub roots: Vec<Root>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddParams {
+    #[serde(default)]
+    pub workspace: WorkspaceName,
+    /// Canonical `file://` URIs; a root with a name renames an existing root of the same URI.
+    pub roots: Vec<Root>,
+}
+
+/// A root to remove: by URI when the caller could make one of its argument, else by name.
+/// Both may be given; the URI is tried first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveTarget {
+    /// What the user typed, for error messages.
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveParams {
+    #[serde(default)]
+    pub workspace: WorkspaceName,
+    pub targets: Vec<RemoveTarget>,
+}
+
+/// What an add or remove did. `revision` is the store revision after the change (unchanged if
+/// nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeResult {
+    pub workspace: WorkspaceName,
+    pub revision: u64,
+    #[serde(default)]
+    pub added: Vec<Root>,
+    #[serde(default)]
+    pub renamed: Vec<Root>,
+    #[serde(default)]
+    pub unchanged: Vec<Root>,
+    #[serde(default)]
+    pub removed: Vec<Root>,
+    /// How many roots the workspace has now.
+    pub total: usize,
+    /// How many sessions of the workspace will be sent `list_changed` for this change.
+    #[serde(default)]
+    pub notified_sessions: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceSummary {
+    pub name: WorkspaceName,
+    pub roots: usize,
+    pub sessions: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspacesResult {
+    pub workspaces: Vec<WorkspaceSummary>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusResult {
+    pub daemon_version: String,
+    pub protocol_version: u32,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub socket: String,
+    /// Whether the socket was handed over by systemd rather than bound by rootsd.
+    #[serde(default)]
+    pub socket_activated: bool,
+    pub state_dir: String,
+    pub revision: u64,
+    pub roots: usize,
+    pub workspaces: usize,
+    /// Connected clients, this one included.
+    pub clients: usize,
+    pub sessions: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchParams {
+    /// Only this workspace; every workspace when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceName>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchResult {
+    /// The revision the subscription starts after: changes with a higher revision are pushed.
+    pub revision: u64,
+}
+
+/// Which MCP protocol era a session speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Era {
+    /// Not known yet: the server has not answered its first request.
+    #[default]
+    Unknown,
+    /// 2024-11-05 … 2025-11-25: `initialize`, `roots/list`, `list_changed`.
+    Handshake,
+    /// 2026-07-28: no handshake; roots travel in `input_required` results.
+    Stateless,
+}
+
+/// Who the server behind a session is, from its `initialize` result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterParams {
+    #[serde(default)]
+    pub workspace: WorkspaceName,
+    #[serde(default)]
+    pub label: String,
+    /// The proxy's process id.
+    pub pid: u32,
+    /// Whether the proxy declared `roots.listChanged` to its server.
+    pub list_changed: bool,
+    #[serde(default)]
+    pub update: SessionUpdate,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(default)]
+    pub era: Era,
+    /// The last revision the server fetched, when re-registering after a daemon restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_revision: Option<u64>,
+    /// How many `list_changed` notifications the proxy has sent so far.
+    #[serde(default)]
+    pub notifications_sent: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterResult {
+    pub session_id: u64,
+    pub snapshot: RootsSnapshot,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchedParams {
+    pub revision: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: u64,
+    pub label: String,
+    pub pid: u32,
+    pub workspace: WorkspaceName,
+    pub list_changed: bool,
+    pub era: Era,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// Seconds since the Unix epoch when the server last fetched roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fetch_unix: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_revision: Option<u64>,
+    pub notifications_sent: u64,
+    pub connected_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsResult {
+    pub sessions: Vec<SessionInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitParams {
+    #[serde(default)]
+    pub workspace: WorkspaceName,
+    pub revision: u64,
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitResult {
+    /// Sessions that were expected to fetch and did.
+    pub caught_up: Vec<SessionInfo>,
+    /// Sessions that had not fetched `revision` when the timeout passed; empty on success.
+    pub lagging: Vec<SessionInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_serialise_to_one_line_with_the_method_name() {
+        let req = Request::new::<AddRoots>(
+            7,
+            &AddParams {
+                workspace: WorkspaceName::default(),
+                roots: vec![Root {
+                    uri: "file:///a%0Ab".into(),
+                    name: Some("line\nbreak".into()),
+                }],
+            },
+        );
+        let line = serde_json::to_string(&req).unwrap();
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":7,"method":"roots.add","params":"#));
+    }
+
+    #[test]
+    fn notifications_have_no_id() {
+        let n = Request::notification::<SessionFetched>(&FetchedParams { revision: 3 });
+        let v = serde_json::to_value(&n).unwrap();
+        assert!(v.get("id").is_none());
+        assert_eq!(v["params"]["revision"], 3);
+    }
+
+    #[test]
+    fn missing_workspace_means_default() {
+        let p: WorkspaceParams = serde_json::from_str("{}").unwrap();
+        assert_eq!(p.workspace.as_str(), "default");
+    }
+
+    #[test]
+    fn responses_carry_result_or_error() {
+        let ok = Response::success(Value::from(1), Value::Null);
+        assert!(
+            serde_json::to_string(&ok)
+                .unwrap()
+                .contains("\"result\":null")
+        );
+        let err = Response::failure(Value::from("x"), ErrorObject::new(code::NOT_FOUND, "gone"));
+        let text = serde_json::to_string(&err).unwrap();
+        assert!(
+            text.contains(r#""error":{"code":-32002,"message":"gone"}"#),
+            "{text}"
+        );
+        assert!(!text.contains("result"));
+    }
+}
