@@ -1,1 +1,24 @@
+//! rootsctl: the command-line client of rootsd.
+//!
+//! - [`args`]: the command line.
+//! - [`client`]: a connection to the daemon (hello, calls, pushed notifications).
+//! - [`autostart`]: finding the socket and starting rootsd when it is not running.
+//! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
+//! - [`commands`]: one function per subcommand.
+//! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
+//! - [`exit`]: the documented exit statuses.
+//!
+//! rootsctl never opens the database: everything goes through the daemon's socket.
 
+pub mod args;
+pub mod autostart;
+pub mod client;
+pub mod commands;
+pub mod exit;
+pub mod output;
+pub mod resolve;
+
+/// A usage error found after parsing (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

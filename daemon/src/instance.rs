@@ -17,11 +17,11 @@ pub enum InstanceError {
         "rootsd is already running for state directory {state_dir} ({holder}): use it, or stop it before starting another"
     )]
     AlreadyRunning { state_dir: PathBuf, holder: String },
-    #[error("failed to {action} {path}: {source}")]
+    #[error("failed to {action} {path}: {error}")]
     Io {
         action: &'static str,
         path: PathBuf,
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -35,10 +35,10 @@ pub struct InstanceLock {
 pub fn acquire(state_dir: &Path, socket: &Path) -> Result<InstanceLock, InstanceError> {
     let io_err = |action, path: &Path| {
         let path = path.to_owned();
-        move |source| InstanceError::Io {
+        move |error| InstanceError::Io {
             action,
             path,
-            source,
+            error,
         }
     };
     fs::DirBuilder::new()
@@ -67,11 +67,11 @@ pub fn acquire(state_dir: &Path, socket: &Path) -> Result<InstanceLock, Instance
                 holder,
             });
         }
-        Err(TryLockError::Error(source)) => {
+        Err(TryLockError::Error(error)) => {
             return Err(InstanceError::Io {
                 action: "lock",
                 path: lock_path,
-                source,
+                error,
             });
         }
     }

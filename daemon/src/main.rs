@@ -28,7 +28,7 @@ struct Args {
     /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
     #[arg(long, env = "ROOTSD_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// State directory holding the database [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
+    /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 }

@@ -133,7 +133,8 @@ impl Registry {
         summaries.into_values().collect()
     }
 
-    /// Adds `roots` to `workspace`, renaming those that exist when a name is given.
+    /// Adds `roots` to `workspace`, renaming those that exist when a name is given. A new root
+    /// without a name is named after its directory.
     pub async fn add(
         &self,
         workspace: &WorkspaceName,
@@ -141,23 +142,26 @@ impl Registry {
     ) -> Result<ChangeResult, RequestError> {
         let mut canonical = Vec::with_capacity(roots.len());
         for root in roots {
-            let uri = rootsd_proto::root::canonical_uri(&root.uri)?;
-            canonical.push(Root {
-                uri,
-                name: root.name.filter(|n| !n.is_empty()),
-            });
+            let path = rootsd_proto::root::path_from_uri(&root.uri)?;
+            let uri = rootsd_proto::root::uri_from_path(&path)?;
+            canonical.push((root.name.filter(|n| !n.is_empty()), uri, path));
         }
         let mut model = self.model.lock().await;
         let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
         let mut result = self.empty_result(workspace, model.revision);
-        for root in canonical {
-            match next.roots.iter_mut().find(|r| r.uri == root.uri) {
-                Some(existing) if root.name.is_some() && existing.name != root.name => {
-                    existing.name = root.name.clone();
+        for (name, uri, path) in canonical {
+            match next.roots.iter_mut().find(|r| r.uri == uri) {
+                Some(existing) if name.is_some() && existing.name != name => {
+                    existing.name = name;
                     result.renamed.push(Root::from(&*existing));
                 }
                 Some(existing) => result.unchanged.push(Root::from(&*existing)),
                 None => {
+                    // An unnamed root is named after its directory, as MCP clients usually do.
+                    let root = Root {
+                        uri,
+                        name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
+                    };
                     next.roots.push(StoredRootV1::from(&root));
                     result.added.push(root);
                 }

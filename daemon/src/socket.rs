@@ -34,11 +34,11 @@ pub enum SocketError {
         "the socket directory {path} belongs to uid {owner}, not to you (uid {me}): pass a --socket in a directory you own"
     )]
     DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
-    #[error("failed to {action} {path}: {source}")]
+    #[error("failed to {action} {path}: {error}")]
     Io {
         action: &'static str,
         path: PathBuf,
-        source: io::Error,
+        error: io::Error,
     },
     #[error(
         "the socket path {path} is too long for a Unix socket ({len} bytes; the limit is 107): choose a shorter --socket"
@@ -139,10 +139,10 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
     if let Ok(meta) = fs::symlink_metadata(path) {
         reclaim_if_stale(path, state_dir, &meta)?;
     }
-    let io_err = |action, source| SocketError::Io {
+    let io_err = |action, error| SocketError::Io {
         action,
         path: path.to_owned(),
-        source,
+        error,
     };
     let name = path
         .to_fs_name::<GenericFilePath>()
@@ -219,15 +219,15 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|source| SocketError::Io {
+            .map_err(|error| SocketError::Io {
                 action: "create the socket directory",
                 path: dir.to_owned(),
-                source,
+                error,
             }),
-        Err(source) => Err(SocketError::Io {
+        Err(error) => Err(SocketError::Io {
             action: "inspect the socket directory",
             path: dir.to_owned(),
-            source,
+            error,
         }),
         Ok(meta) if meta.uid() != me && meta.permissions().mode() & 0o1000 == 0 => {
             Err(SocketError::DirectoryOwner {
@@ -271,9 +271,9 @@ fn reclaim_if_stale(path: &Path, state_dir: &Path, meta: &fs::Metadata) -> Resul
         });
     }
     tracing::info!(path = %path.display(), "reclaiming the stale socket of a previous rootsd");
-    fs::remove_file(path).map_err(|source| SocketError::Io {
+    fs::remove_file(path).map_err(|error| SocketError::Io {
         action: "remove the stale socket",
         path: path.to_owned(),
-        source,
+        error,
     })
 }

@@ -30,8 +30,8 @@ const SCHEMA_VERSION: u32 = 1;
 /// Failures of the store. Messages read after "failed to …".
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("failed to open the database at {path}: {source}")]
-    Open { path: String, source: sled::Error },
+    #[error("failed to open the database at {path}: {error}")]
+    Open { path: String, error: sled::Error },
     #[error("failed to read or write the database: {0}")]
     Sled(#[from] sled::Error),
     #[error(
@@ -82,9 +82,9 @@ impl Store {
             .cache_capacity(8 << 20)
             .flush_every_ms(Some(1000))
             .open()
-            .map_err(|source| StoreError::Open {
+            .map_err(|error| StoreError::Open {
                 path: dir.display().to_string(),
-                source,
+                error,
             })?;
         let tree = db.open_tree("rootsd")?;
         let store = Self { db, tree };

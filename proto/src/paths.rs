@@ -15,6 +15,8 @@ pub const SOCKET_FILE_NAME: &str = "rootsd.sock";
 pub struct Environment {
     /// `ROOTSD_SOCKET`.
     pub rootsd_socket: Option<OsString>,
+    /// `ROOTSD_STATE_DIR`.
+    pub rootsd_state_dir: Option<OsString>,
     /// `XDG_RUNTIME_DIR`.
     pub xdg_runtime_dir: Option<OsString>,
     /// `TMPDIR`.
@@ -37,6 +39,7 @@ impl Environment {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         Self {
             rootsd_socket: var("ROOTSD_SOCKET"),
+            rootsd_state_dir: var("ROOTSD_STATE_DIR"),
             xdg_runtime_dir: var("XDG_RUNTIME_DIR"),
             tmpdir: var("TMPDIR"),
             state_directory: var("STATE_DIRECTORY"),
@@ -51,7 +54,7 @@ impl Environment {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     #[error(
-        "cannot choose a state directory: none of --state-dir, STATE_DIRECTORY, XDG_STATE_HOME or HOME is set; pass --state-dir DIR"
+        "cannot choose a state directory: none of --state-dir, ROOTSD_STATE_DIR, STATE_DIRECTORY, XDG_STATE_HOME or HOME is set; pass --state-dir DIR"
     )]
     NoStateDir,
 }
@@ -73,10 +76,10 @@ pub fn socket_path(env: &Environment, explicit: Option<PathBuf>) -> PathBuf {
         .join(SOCKET_FILE_NAME)
 }
 
-/// The state directory: `explicit` (`--state-dir`), else the first entry of `STATE_DIRECTORY`,
-/// else `$XDG_STATE_HOME/rootsd`, else `$HOME/.local/state/rootsd`.
+/// The state directory: `explicit` (`--state-dir`), else `ROOTSD_STATE_DIR`, else the first
+/// entry of `STATE_DIRECTORY`, else `$XDG_STATE_HOME/rootsd`, else `$HOME/.local/state/rootsd`.
 pub fn state_dir(env: &Environment, explicit: Option<PathBuf>) -> Result<PathBuf, PathError> {
-    if let Some(path) = explicit {
+    if let Some(path) = explicit.or_else(|| env.rootsd_state_dir.clone().map(PathBuf::from)) {
         return Ok(path);
     }
     if let Some(dirs) = &env.state_directory {

@@ -1,0 +1,145 @@
+//! Starting rootsd on demand, as gpg-agent and sccache do: when nothing answers on the socket,
+//! spawn the daemon in the background, wait until it answers, and carry on.
+//!
+//! Many rootsctl processes may race to start it. That is safe: rootsd holds one lock per state
+//! directory, so every extra daemon exits at once, and every racer simply waits for the socket
+//! to answer.
+
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rootsd_proto::paths::{self, Environment};
+
+use crate::client::{Client, ClientError};
+
+/// How long to wait for a freshly started daemon to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where and how to reach the daemon.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub socket: PathBuf,
+    pub autostart: bool,
+    /// Names the caller in the daemon's logs.
+    pub client_name: String,
+}
+
+impl Target {
+    pub fn new(socket: Option<PathBuf>, no_autostart: bool) -> Self {
+        let env = Environment::capture(rustix::process::getuid().as_raw());
+        Self {
+            socket: paths::socket_path(&env, socket),
+            autostart: !no_autostart,
+            client_name: format!("rootsctl {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// Connects, starting the daemon first if it is not running and autostart is on.
+    pub async fn connect(&self) -> Result<Client, ClientError> {
+        match Client::connect(&self.socket, &self.client_name).await {
+            Err(err) if err.is_absent() && self.autostart => self.start_and_connect().await,
+            Err(ClientError::NotRunning { socket, .. }) => Err(ClientError::NotRunning {
+                socket,
+                hint: ", and autostart is off (--no-autostart or ROOTSD_NO_AUTOSTART): start it with `rootsd &`, or `systemctl --user start rootsd.socket` where the units are installed".to_owned(),
+            }),
+            other => other,
+        }
+    }
+
+    async fn start_and_connect(&self) -> Result<Client, ClientError> {
+        let mut child = spawn_daemon(&self.socket)?;
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(5);
+        loop {
+            match Client::connect(&self.socket, &self.client_name).await {
+                Ok(client) => {
+                    reap_in_background(child);
+                    return Ok(client);
+                }
+                Err(err) if !err.is_absent() => return Err(err),
+                Err(_) => {}
+            }
+            // A daemon that exited may have lost a start-up race to another one, which is fine;
+            // keep waiting for the winner until the deadline.
+            let exited = child.try_wait().ok().flatten();
+            if started.elapsed() > START_TIMEOUT {
+                let _ = child.kill();
+                let status = exited.map_or("still starting".to_owned(), |s| s.to_string());
+                return Err(ClientError::Autostart(format!(
+                    "started rootsd for {} but it did not answer within {}s ({status}); see its log at {}",
+                    self.socket.display(),
+                    START_TIMEOUT.as_secs(),
+                    log_path().display()
+                )));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The daemon's log when rootsctl starts it: `<state dir>/rootsd.log`.
+pub fn log_path() -> PathBuf {
+    let env = Environment::capture(rustix::process::getuid().as_raw());
+    paths::state_dir(&env, None)
+        .unwrap_or_else(|_| std::env::temp_dir())
+        .join("rootsd.log")
+}
+
+/// Finds the rootsd binary: `ROOTSD_BIN`, else next to this rootsctl, else on `PATH`.
+pub fn daemon_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("ROOTSD_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("rootsd")))
+        .filter(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from("rootsd"))
+}
+
+fn spawn_daemon(socket: &Path) -> Result<std::process::Child, ClientError> {
+    let log = log_path();
+    if let Some(dir) = log.parent() {
+        let _ = fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+    }
+    let stderr = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null());
+    let binary = daemon_binary();
+    Command::new(&binary)
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        // Its own process group, so that Ctrl-C in the terminal that ran rootsctl does not
+        // reach the daemon.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            ClientError::Autostart(format!(
+                "rootsd is not running at {} and starting {} failed: {e}; install rootsd on PATH or set ROOTSD_BIN",
+                socket.display(),
+                binary.display()
+            ))
+        })
+}
+
+/// Waits for the daemon in a thread so it never lingers as a zombie of a long-lived rootsctl
+/// (such as a proxy).
+fn reap_in_background(mut child: std::process::Child) {
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+}

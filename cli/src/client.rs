@@ -1,0 +1,204 @@
+//! A connection to rootsd: connect, say hello, call methods, receive pushed notifications.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use futures::{SinkExt, StreamExt};
+use interprocess::local_socket::tokio::{Stream, prelude::*};
+use interprocess::local_socket::{GenericFilePath, ToFsName};
+use rootsd_proto::wire::{
+    self, ErrorObject, Hello, HelloParams, HelloResult, Incoming, Method, Request,
+};
+use serde_json::Value;
+use tokio_util::codec::{Framed, LinesCodec};
+
+/// Why talking to the daemon failed. [`ClientError::exit_code`] maps each to rootsctl's
+/// documented exit status.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("rootsd is not running at {socket}{hint}")]
+    NotRunning { socket: PathBuf, hint: String },
+    #[error("failed to connect to rootsd at {socket}: {error}")]
+    Connect { socket: PathBuf, error: io::Error },
+    #[error("lost the connection to rootsd at {socket}: {reason}")]
+    Lost { socket: PathBuf, reason: String },
+    #[error("rootsd sent something rootsctl cannot read: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Refused(ErrorObject),
+    #[error("{0}")]
+    Autostart(String),
+}
+
+impl ClientError {
+    /// Exit status for this failure: 1 when the daemon refused, 3 when it could not be reached.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Refused(_) | Self::Protocol(_) => crate::exit::REFUSED,
+            Self::NotRunning { .. }
+            | Self::Connect { .. }
+            | Self::Lost { .. }
+            | Self::Autostart(_) => crate::exit::UNREACHABLE,
+        }
+    }
+
+    /// Whether the socket had no daemon behind it (as opposed to some other failure).
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Self::NotRunning { .. })
+    }
+}
+
+/// An open, greeted connection.
+pub struct Client {
+    framed: Framed<Stream, LinesCodec>,
+    socket: PathBuf,
+    next_id: u64,
+    /// Notifications that arrived while waiting for a response, in order.
+    pushed: VecDeque<Incoming>,
+    pub hello: HelloResult,
+}
+
+impl Client {
+    /// Connects to `socket` and exchanges hello. Fails with [`ClientError::NotRunning`] when
+    /// nothing listens there.
+    pub async fn connect(socket: &Path, client_name: &str) -> Result<Self, ClientError> {
+        let name =
+            socket
+                .to_fs_name::<GenericFilePath>()
+                .map_err(|error| ClientError::Connect {
+                    socket: socket.to_owned(),
+                    error,
+                })?;
+        let stream = Stream::connect(name).await.map_err(|error| {
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) {
+                ClientError::NotRunning {
+                    socket: socket.to_owned(),
+                    hint: String::new(),
+                }
+            } else {
+                ClientError::Connect {
+                    socket: socket.to_owned(),
+                    error,
+                }
+            }
+        })?;
+        let mut client = Self {
+            framed: Framed::new(
+                stream,
+                LinesCodec::new_with_max_length(wire::MAX_LINE_BYTES * 16),
+            ),
+            socket: socket.to_owned(),
+            next_id: 1,
+            pushed: VecDeque::new(),
+            hello: HelloResult {
+                protocol_version: 0,
+                daemon_version: String::new(),
+                pid: 0,
+            },
+        };
+        let hello = client
+            .call::<Hello>(&HelloParams {
+                protocol_version: wire::PROTOCOL_VERSION,
+                client: client_name.to_owned(),
+            })
+            .await?;
+        if hello.protocol_version != wire::PROTOCOL_VERSION {
+            return Err(ClientError::Protocol(format!(
+                "rootsd {} at {} speaks control protocol {} but rootsctl {} speaks {}: restart the daemon from the same release",
+                hello.daemon_version,
+                socket.display(),
+                hello.protocol_version,
+                env!("CARGO_PKG_VERSION"),
+                wire::PROTOCOL_VERSION
+            )));
+        }
+        client.hello = hello;
+        Ok(client)
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Calls `M` and waits for its response, queueing any notification that arrives first.
+    pub async fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&Request::new::<M>(id, params)).await?;
+        loop {
+            let incoming = self.read().await?;
+            if incoming.id.is_none() {
+                self.pushed.push_back(incoming);
+                continue;
+            }
+            if incoming.id != Some(Value::from(id)) {
+                return Err(ClientError::Protocol(format!(
+                    "a response to request {:?} arrived while waiting for {id}",
+                    incoming.id
+                )));
+            }
+            if let Some(error) = incoming.error {
+                return Err(ClientError::Refused(error));
+            }
+            let result = incoming.result.ok_or_else(|| {
+                ClientError::Protocol(format!("the response to {} has no result", M::NAME))
+            })?;
+            return serde_json::from_value(result).map_err(|e| {
+                ClientError::Protocol(format!("the result of {} is malformed: {e}", M::NAME))
+            });
+        }
+    }
+
+    /// Sends `M` as a notification: no response comes back.
+    pub async fn notify<M: Method>(&mut self, params: &M::Params) -> Result<(), ClientError> {
+        self.send(&Request::notification::<M>(params)).await
+    }
+
+    /// The next notification pushed by the daemon, typed as `M`'s params.
+    pub async fn next_push<M: Method>(&mut self) -> Result<M::Params, ClientError> {
+        loop {
+            let incoming = match self.pushed.pop_front() {
+                Some(incoming) => incoming,
+                None => self.read().await?,
+            };
+            if incoming.method.as_deref() != Some(M::NAME) {
+                continue;
+            }
+            let params = incoming.params.unwrap_or(Value::Null);
+            return serde_json::from_value(params).map_err(|e| {
+                ClientError::Protocol(format!("a {} notification is malformed: {e}", M::NAME))
+            });
+        }
+    }
+
+    async fn send(&mut self, request: &Request) -> Result<(), ClientError> {
+        let line = serde_json::to_string(request).expect("wire requests always serialise");
+        self.framed.send(line).await.map_err(|e| ClientError::Lost {
+            socket: self.socket.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn read(&mut self) -> Result<Incoming, ClientError> {
+        let line = match self.framed.next().await {
+            Some(Ok(line)) => line,
+            Some(Err(e)) => {
+                return Err(ClientError::Lost {
+                    socket: self.socket.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            None => {
+                return Err(ClientError::Lost {
+                    socket: self.socket.clone(),
+                    reason: "the daemon closed the connection".to_owned(),
+                });
+            }
+        };
+        serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e} in {line:?}")))
+    }
+}

@@ -1,0 +1,354 @@
+//! One function per subcommand. Each talks to the daemon through [`Client`] and prints through
+//! [`crate::output`]; none opens the database.
+
+use std::io::Write;
+
+use anyhow::{Context as _, bail};
+use rootsd_proto::root::ListRootsResult;
+use rootsd_proto::wire::{
+    AddParams, AddRoots, ChangeResult, EmptyParams, ListRoots, ListSessions, ListWorkspaces,
+    RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, Status, Watch, WatchParams,
+    WorkspaceParams,
+};
+use rootsd_proto::{Root, WorkspaceName};
+use serde_json::json;
+
+use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs};
+use crate::autostart::Target;
+use crate::output::{self, describe, display_path, table};
+use crate::resolve::{remove_target, resolve_root};
+
+pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if args.name.is_some() && args.paths.len() > 1 {
+        bail!(crate::UsageError(
+            "--name names a single root, but several paths were given: add them one at a time"
+                .into()
+        ));
+    }
+    let cwd = current_dir()?;
+    // Without --name the daemon names a new root after its directory and leaves an existing
+    // root's name alone: only an explicit --name renames.
+    let mut roots = Vec::with_capacity(args.paths.len());
+    for input in &args.paths {
+        let resolved = resolve_root(input, &cwd, args.allow_missing)?;
+        roots.push(Root {
+            uri: resolved.uri,
+            name: args.name.clone(),
+        });
+    }
+    let mut client = target.connect().await?;
+    let result = client
+        .call::<AddRoots>(&AddParams {
+            workspace: args.workspace.workspace,
+            roots,
+        })
+        .await?;
+    print_change(out, &result, args.json.json)
+}
+
+pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let cwd = current_dir()?;
+    let targets = args
+        .targets
+        .iter()
+        .map(|input| remove_target(input, &cwd))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut client = target.connect().await?;
+    let result = client
+        .call::<RemoveRoots>(&RemoveParams {
+            workspace: args.workspace.workspace,
+            targets,
+        })
+        .await?;
+    if result.total == 0 && !result.removed.is_empty() {
+        eprintln!(
+            "rootsctl: warning: workspace {} has no roots left; some servers (the reference filesystem server among them) keep their previous roots when sent an empty list",
+            result.workspace
+        );
+    }
+    print_change(out, &result, args.json.json)
+}
+
+pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    let names: Vec<WorkspaceName> = if args.all {
+        client
+            .call::<ListWorkspaces>(&EmptyParams {})
+            .await?
+            .workspaces
+            .into_iter()
+            .map(|w| w.name)
+            .collect()
+    } else {
+        vec![args.workspace.unwrap_or_default()]
+    };
+    let mut snapshots = Vec::with_capacity(names.len());
+    for workspace in names {
+        snapshots.push(
+            client
+                .call::<ListRoots>(&WorkspaceParams { workspace })
+                .await?,
+        );
+    }
+    if args.json.json {
+        if args.all {
+            let workspaces: Vec<_> = snapshots
+                .iter()
+                .map(|s| json!({"name": s.workspace, "revision": s.revision, "roots": s.roots}))
+                .collect();
+            return Ok(output::json(out, &json!({ "workspaces": workspaces }))?);
+        }
+        let only = snapshots.pop().expect("one workspace was listed");
+        return Ok(output::json(out, &ListRootsResult { roots: only.roots })?);
+    }
+    for (index, snapshot) in snapshots.iter().enumerate() {
+        if args.all {
+            if index > 0 {
+                writeln!(out)?;
+            }
+            writeln!(out, "{}:", snapshot.workspace)?;
+        }
+        print_roots(out, snapshot)?;
+    }
+    Ok(())
+}
+
+fn print_roots(out: &mut impl Write, snapshot: &RootsSnapshot) -> anyhow::Result<()> {
+    if snapshot.roots.is_empty() {
+        writeln!(
+            out,
+            "no roots in workspace {} (add one with `rootsctl add PATH`)",
+            snapshot.workspace
+        )?;
+        return Ok(());
+    }
+    let mut rows = vec![vec!["NAME".to_owned(), "PATH".to_owned()]];
+    rows.extend(snapshot.roots.iter().map(|root| {
+        vec![
+            root.name.clone().unwrap_or_else(|| "-".to_owned()),
+            display_path(root),
+        ]
+    }));
+    Ok(table(out, &rows)?)
+}
+
+pub async fn workspaces(
+    target: &Target,
+    args: JsonArg,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    let result = client.call::<ListWorkspaces>(&EmptyParams {}).await?;
+    if args.json {
+        return Ok(output::json(out, &result)?);
+    }
+    if result.workspaces.is_empty() {
+        writeln!(
+            out,
+            "no workspaces yet (add a root with `rootsctl add PATH`)"
+        )?;
+        return Ok(());
+    }
+    let mut rows = vec![vec!["WORKSPACE".into(), "ROOTS".into(), "SESSIONS".into()]];
+    rows.extend(result.workspaces.iter().map(|w| {
+        vec![
+            w.name.to_string(),
+            w.roots.to_string(),
+            w.sessions.to_string(),
+        ]
+    }));
+    Ok(table(out, &rows)?)
+}
+
+pub async fn status(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    let s = client.call::<Status>(&EmptyParams {}).await?;
+    if args.json {
+        return Ok(output::json(out, &s)?);
+    }
+    let socket = if s.socket_activated {
+        format!("{} (from systemd)", s.socket)
+    } else {
+        s.socket.clone()
+    };
+    let rows = vec![
+        vec![
+            "version:".into(),
+            format!("{} (protocol {})", s.daemon_version, s.protocol_version),
+        ],
+        vec!["pid:".into(), s.pid.to_string()],
+        vec!["uptime:".into(), output::duration(s.uptime_secs)],
+        vec!["socket:".into(), socket],
+        vec!["state dir:".into(), s.state_dir.clone()],
+        vec!["revision:".into(), s.revision.to_string()],
+        vec!["roots:".into(), s.roots.to_string()],
+        vec!["workspaces:".into(), s.workspaces.to_string()],
+        vec!["clients:".into(), s.clients.to_string()],
+        vec!["sessions:".into(), s.sessions.to_string()],
+    ];
+    Ok(table(out, &rows)?)
+}
+
+pub async fn watch(target: &Target, args: WatchArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    let mut previous: std::collections::HashMap<WorkspaceName, Vec<Root>> = Default::default();
+    let workspaces = match &args.workspace {
+        Some(w) => vec![w.clone()],
+        None => client
+            .call::<ListWorkspaces>(&EmptyParams {})
+            .await?
+            .workspaces
+            .into_iter()
+            .map(|w| w.name)
+            .collect(),
+    };
+    for workspace in workspaces {
+        let snapshot = client
+            .call::<ListRoots>(&WorkspaceParams {
+                workspace: workspace.clone(),
+            })
+            .await?;
+        previous.insert(workspace, snapshot.roots);
+    }
+    let start = client
+        .call::<Watch>(&WatchParams {
+            workspace: args.workspace.clone(),
+        })
+        .await?;
+    if !args.json.json {
+        let scope = args
+            .workspace
+            .as_ref()
+            .map_or("every workspace".to_owned(), |w| format!("workspace {w}"));
+        eprintln!(
+            "watching {scope} from revision {} (Ctrl-C to stop)",
+            start.revision
+        );
+    }
+    loop {
+        let snapshot = client.next_push::<RootsChanged>().await?;
+        if args.json.json {
+            output::json(out, &snapshot)?;
+        } else {
+            let before = previous
+                .get(&snapshot.workspace)
+                .cloned()
+                .unwrap_or_default();
+            writeln!(out, "{}", change_line(&before, &snapshot))?;
+        }
+        out.flush()?;
+        previous.insert(snapshot.workspace.clone(), snapshot.roots);
+    }
+}
+
+/// `revision 7  default  2 roots  +/new/dir  -/old/dir  ~/renamed (name)`
+fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
+    let mut parts = vec![
+        format!("revision {}", after.revision),
+        after.workspace.to_string(),
+        match after.roots.len() {
+            1 => "1 root".to_owned(),
+            n => format!("{n} roots"),
+        },
+    ];
+    for root in &after.roots {
+        match before.iter().find(|b| b.uri == root.uri) {
+            None => parts.push(format!("+{}", describe(root))),
+            Some(old) if old.name != root.name => parts.push(format!("~{}", describe(root))),
+            Some(_) => {}
+        }
+    }
+    for root in before {
+        if !after.roots.iter().any(|a| a.uri == root.uri) {
+            parts.push(format!("-{}", describe(root)));
+        }
+    }
+    parts.join("  ")
+}
+
+pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    let result = client.call::<ListSessions>(&EmptyParams {}).await?;
+    if args.json {
+        return Ok(output::json(out, &result)?);
+    }
+    if result.sessions.is_empty() {
+        writeln!(
+            out,
+            "no MCP sessions (put `rootsctl proxy --` in front of a server command to add one)"
+        )?;
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut rows = vec![
+        [
+            "ID",
+            "LABEL",
+            "PID",
+            "SERVER",
+            "PROTOCOL",
+            "ERA",
+            "WORKSPACE",
+            "LISTCHANGED",
+            "FETCHED",
+            "REVISION",
+            "NOTIFIED",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for s in &result.sessions {
+        let server = s.server.as_ref().map_or("-".to_owned(), |i| {
+            format!("{} {}", i.name, i.version).trim().to_owned()
+        });
+        rows.push(vec![
+            s.id.to_string(),
+            if s.label.is_empty() {
+                "-".into()
+            } else {
+                s.label.clone()
+            },
+            s.pid.to_string(),
+            server,
+            s.protocol_version.clone().unwrap_or_else(|| "-".into()),
+            serde_json::to_value(s.era)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            s.workspace.to_string(),
+            if s.list_changed { "yes" } else { "no" }.into(),
+            s.last_fetch_unix.map_or("never".into(), |t| {
+                format!("{} ago", output::duration(now.saturating_sub(t)))
+            }),
+            s.fetched_revision.map_or("-".into(), |r| r.to_string()),
+            s.notifications_sent.to_string(),
+        ]);
+    }
+    Ok(table(out, &rows)?)
+}
+
+fn print_change(out: &mut impl Write, result: &ChangeResult, json: bool) -> anyhow::Result<()> {
+    if json {
+        return Ok(output::json(out, result)?);
+    }
+    let ws = &result.workspace;
+    for root in &result.added {
+        writeln!(out, "added {} to {ws}", describe(root))?;
+    }
+    for root in &result.renamed {
+        writeln!(out, "renamed {} in {ws}", describe(root))?;
+    }
+    for root in &result.unchanged {
+        writeln!(out, "{} is already in {ws}", describe(root))?;
+    }
+    for root in &result.removed {
+        writeln!(out, "removed {} from {ws}", describe(root))?;
+    }
+    Ok(())
+}
+
+fn current_dir() -> anyhow::Result<std::path::PathBuf> {
+    std::env::current_dir().context("cannot read the current directory to resolve relative paths")
+}

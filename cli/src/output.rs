@@ -1,0 +1,96 @@
+//! Writing to stdout: aligned tables for people, JSON for programs, and a quiet exit when the
+//! reader goes away (`rootsctl list | head -1`).
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use rootsd_proto::Root;
+
+/// Prints rows as left-aligned columns separated by two spaces; the last column is not padded.
+pub fn table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(
+                    ' ',
+                    widths[c] - cell.chars().count() + 2,
+                ));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// Prints one JSON value on one line.
+pub fn json(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, value).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// The path a root's URI names, for display; the URI itself if it cannot be decoded.
+pub fn display_path(root: &Root) -> String {
+    rootsd_proto::root::path_from_uri(&root.uri)
+        .map(|p: PathBuf| p.display().to_string())
+        .unwrap_or_else(|_| root.uri.clone())
+}
+
+/// A root for humans: `path (name)`, leaving out a name that only repeats the base name.
+pub fn describe(root: &Root) -> String {
+    let path = display_path(root);
+    match &root.name {
+        Some(name) if !path.ends_with(&format!("/{name}")) => format!("{path} ({name})"),
+        _ => path,
+    }
+}
+
+/// A duration in seconds, the way `ps` and `systemctl` show one.
+pub fn duration(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..86400 => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
+        _ => format!("{}d{:02}h", secs / 86400, (secs % 86400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns() {
+        let mut out = Vec::new();
+        let rows = vec![
+            vec!["NAME".into(), "PATH".into()],
+            vec!["a-long-name".into(), "/x".into()],
+        ];
+        table(&mut out, &rows).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "NAME         PATH\na-long-name  /x\n"
+        );
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(5), "5s");
+        assert_eq!(duration(125), "2m05s");
+        assert_eq!(duration(7300), "2h01m");
+        assert_eq!(duration(90000), "1d01h");
+    }
+}

@@ -1,0 +1,209 @@
+//! Turning what the user typed into roots: done here, in the CLI, because only the CLI knows the
+//! caller's working directory.
+
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use rootsd_proto::RootError;
+use rootsd_proto::root::{self, looks_like_uri};
+use rootsd_proto::wire::RemoveTarget;
+
+/// Why an argument cannot be a root. Each message names the argument and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// `reason` names the input itself, so the input is kept only for callers.
+    #[error("{reason}")]
+    Root { input: String, reason: RootError },
+    #[error("{input:?} does not exist: create it first, or pass --allow-missing to add it anyway")]
+    Missing { input: String },
+    #[error("{input:?} is not a directory ({path}): a root must be a directory")]
+    NotDirectory { input: String, path: PathBuf },
+    #[error("{input:?}: cannot resolve {path}: {error}")]
+    Io {
+        input: String,
+        path: PathBuf,
+        error: io::Error,
+    },
+}
+
+/// A root argument resolved to a real absolute path and its canonical URI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub path: PathBuf,
+    pub uri: String,
+}
+
+/// Resolves `input` (a path, relative to `cwd`, or a `file://` URI) to a root.
+///
+/// Symlinks are followed to the real path, because servers check tool paths against the real
+/// path of each root. The target must be an existing directory unless `allow_missing`, in which
+/// case the longest existing ancestor is resolved and the rest appended as written.
+pub fn resolve_root(
+    input: &str,
+    cwd: &Path,
+    allow_missing: bool,
+) -> Result<Resolved, ResolveError> {
+    let path = to_path(input, cwd)?;
+    let real = match std::fs::canonicalize(&path) {
+        Ok(real) => {
+            if !real.is_dir() {
+                return Err(ResolveError::NotDirectory {
+                    input: input.to_owned(),
+                    path: real,
+                });
+            }
+            real
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            if !allow_missing {
+                return Err(ResolveError::Missing {
+                    input: input.to_owned(),
+                });
+            }
+            resolve_missing(&path)
+        }
+        Err(error) => {
+            return Err(ResolveError::Io {
+                input: input.to_owned(),
+                path,
+                error,
+            });
+        }
+    };
+    let uri = root::uri_from_path(&real).map_err(|reason| ResolveError::Root {
+        input: input.to_owned(),
+        reason,
+    })?;
+    Ok(Resolved { path: real, uri })
+}
+
+/// What `remove` sends for one argument: the URI it could mean, and the name it could be.
+///
+/// A URI argument is only a URI. A path argument is resolved like `add` resolves it, without
+/// requiring it to exist (a root may have been deleted from disk), and is also offered as a name
+/// so `rootsctl remove app` removes the root named `app`.
+pub fn remove_target(input: &str, cwd: &Path) -> Result<RemoveTarget, ResolveError> {
+    if looks_like_uri(input) {
+        let uri = root::canonical_uri(input).map_err(|reason| ResolveError::Root {
+            input: input.to_owned(),
+            reason,
+        })?;
+        return Ok(RemoveTarget {
+            input: input.to_owned(),
+            uri: Some(uri),
+            name: None,
+        });
+    }
+    let uri = resolve_root(input, cwd, true).ok().map(|r| r.uri);
+    Ok(RemoveTarget {
+        input: input.to_owned(),
+        uri,
+        name: Some(input.to_owned()),
+    })
+}
+
+fn to_path(input: &str, cwd: &Path) -> Result<PathBuf, ResolveError> {
+    let root_err = |reason| ResolveError::Root {
+        input: input.to_owned(),
+        reason,
+    };
+    if looks_like_uri(input) {
+        return root::path_from_uri(input).map_err(root_err);
+    }
+    if input.contains('\0') {
+        return Err(root_err(RootError::NulByte {
+            path: PathBuf::from(input.replace('\0', "\\0")),
+        }));
+    }
+    Ok(cwd.join(input))
+}
+
+/// Resolves a path that does not exist yet: `.` and `..` are applied lexically, then the longest
+/// existing ancestor is resolved through symlinks and the missing rest appended.
+fn resolve_missing(path: &Path) -> PathBuf {
+    let mut lexical = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                lexical.pop();
+            }
+            Component::CurDir => {}
+            other => lexical.push(other.as_os_str()),
+        }
+    }
+    let mut existing = lexical.clone();
+    let mut missing = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            return missing
+                .into_iter()
+                .rev()
+                .fold(real, |acc, name| acc.join(name));
+        }
+        match existing.file_name() {
+            Some(name) => {
+                missing.push(name.to_owned());
+                existing.pop();
+            }
+            None => return lexical,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_resolve_against_cwd_and_through_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real dir#1");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let resolved = resolve_root("link", dir.path(), false).unwrap();
+        assert_eq!(resolved.path, real.canonicalize().unwrap());
+        assert!(
+            resolved.uri.ends_with("/real%20dir%231"),
+            "{}",
+            resolved.uri
+        );
+    }
+
+    #[test]
+    fn missing_paths_and_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        assert!(matches!(
+            resolve_root("nope", dir.path(), false),
+            Err(ResolveError::Missing { .. })
+        ));
+        assert!(matches!(
+            resolve_root("f", dir.path(), false),
+            Err(ResolveError::NotDirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn allow_missing_resolves_the_existing_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let resolved = resolve_root("a/b/../c", dir.path(), true).unwrap();
+        assert_eq!(resolved.path, base.join("a").join("c"));
+    }
+
+    #[test]
+    fn other_schemes_are_refused_with_the_reason() {
+        let err = resolve_root("https://example.com/x", Path::new("/"), false).unwrap_err();
+        assert!(err.to_string().contains("must be file:// URIs"), "{err}");
+    }
+
+    #[test]
+    fn remove_targets_offer_the_name_too() {
+        let target = remove_target("app", Path::new("/srv")).unwrap();
+        assert_eq!(target.name.as_deref(), Some("app"));
+        assert!(target.uri.is_some());
+        let target = remove_target("file:///srv/x/", Path::new("/")).unwrap();
+        assert_eq!(target.uri.as_deref(), Some("file:///srv/x"));
+        assert_eq!(target.name, None);
+    }
+}
