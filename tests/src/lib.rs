@@ -1,1 +1,270 @@
+//! The harness for rootsd's end-to-end tests: real binaries, real sockets, real processes.
+//!
+//! Tests never sleep to "let the daemon start": [`Sandbox::start_daemon`] returns once the
+//! socket answers a hello.
 
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any single wait in a test may take before the test fails.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Path of one of the workspace's binaries (`rootsd`, `rootsctl`) in the same target directory
+/// as this test executable.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test knows its own path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in target/<profile>/deps");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the binaries first with `cargo build --workspace --bins` (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// A private directory holding a socket, a state directory and whatever the test creates.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    /// A new sandbox under `/tmp`, short enough for a Unix socket path.
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("rootsd-t")
+            .tempdir_in("/tmp")
+            .expect("create a temp dir");
+        let socket = dir.path().join("run").join("rootsd.sock");
+        let state = dir.path().join("state");
+        Self { dir, socket, state }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Creates a directory (and its parents) inside the sandbox and returns its real path.
+    pub fn mkdir(&self, relative: &str) -> PathBuf {
+        let path = self.path().join(relative);
+        std::fs::create_dir_all(&path).expect("create a test directory");
+        path.canonicalize().expect("canonicalize a test directory")
+    }
+
+    /// The `rootsd` command for this sandbox, not started.
+    pub fn rootsd(&self) -> Command {
+        let mut cmd = Command::new(bin("rootsd"));
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .env("RUST_LOG", "info")
+            .env_remove("ROOTSD_SOCKET")
+            .env_remove("ROOTSD_STATE_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID");
+        cmd
+    }
+
+    /// Starts the daemon and waits until it answers on the socket.
+    pub fn start_daemon(&self) -> Daemon {
+        let child = self
+            .rootsd()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rootsd");
+        let mut daemon = Daemon { child };
+        let deadline = Instant::now() + PATIENCE;
+        while !answers(&self.socket) {
+            if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
+                panic!("rootsd exited with {status} before answering: {}", daemon.stderr());
+            }
+            assert!(Instant::now() < deadline, "rootsd did not answer in time");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        daemon
+    }
+
+    /// The `rootsctl` command for this sandbox, with autostart off unless a test turns it on.
+    pub fn rootsctl(&self) -> Command {
+        let mut cmd = Command::new(bin("rootsctl"));
+        cmd.env("ROOTSD_SOCKET", &self.socket)
+            .env("ROOTSD_STATE_DIR", &self.state)
+            .env("ROOTSD_BIN", bin("rootsd"))
+            .env("ROOTSD_NO_AUTOSTART", "1")
+            .current_dir(self.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `rootsctl ARGS` to completion.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        self.rootsctl().args(args).output().expect("run rootsctl")
+    }
+
+    /// Runs `rootsctl ARGS`, asserts success, and returns stdout.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let output = self.ctl(args);
+        assert!(
+            output.status.success(),
+            "rootsctl {args:?} failed with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("rootsctl prints UTF-8")
+    }
+
+    /// `rootsctl list --json` for a workspace, parsed.
+    pub fn roots(&self, workspace: &str) -> Vec<Value> {
+        let text = self.ctl_ok(&["list", "--json", "--workspace", workspace]);
+        let value: Value = serde_json::from_str(&text).expect("list --json prints JSON");
+        value["roots"].as_array().expect("a roots array").clone()
+    }
+
+    /// Opens a raw protocol connection that has already said hello.
+    pub fn connect(&self) -> RawClient {
+        let mut client = RawClient::connect(&self.socket);
+        let hello = client.request("hello", json!({"protocol_version": 1, "client": "test"}));
+        assert!(hello.get("result").is_some(), "hello failed: {hello}");
+        client
+    }
+}
+
+/// Whether something accepts connections at `socket` and answers a hello.
+pub fn answers(socket: &Path) -> bool {
+    let Ok(stream) = UnixStream::connect(socket) else {
+        return false;
+    };
+    let mut client = RawClient::from_stream(stream);
+    client.send_line(r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol_version":1}}"#);
+    client.read_line().is_some_and(|l| l.contains("\"result\""))
+}
+
+/// A running daemon, killed when dropped.
+pub struct Daemon {
+    pub child: Child,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid()).expect("a real pid");
+        rustix::process::kill_process(pid, signal).expect("signal rootsd");
+    }
+
+    /// Waits for the daemon to exit and returns its status.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll rootsd") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "rootsd did not exit in time");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Everything the daemon wrote to stderr; only after it exited.
+    pub fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            use std::io::Read;
+            let _ = err.read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A line-level client of the control protocol, for tests that send what rootsctl never would.
+pub struct RawClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+}
+
+impl RawClient {
+    pub fn connect(socket: &Path) -> Self {
+        Self::from_stream(UnixStream::connect(socket).expect("connect to rootsd"))
+    }
+
+    fn from_stream(stream: UnixStream) -> Self {
+        stream
+            .set_read_timeout(Some(PATIENCE))
+            .expect("set a read timeout");
+        Self {
+            reader: BufReader::new(stream.try_clone().expect("clone the stream")),
+            writer: stream,
+            next_id: 1,
+        }
+    }
+
+    /// Writes `bytes` and a newline; errors (a closed connection) are ignored.
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes);
+        let _ = self.writer.write_all(b"\n");
+        let _ = self.writer.flush();
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// The next line, or `None` once the daemon closed the connection.
+    pub fn read_line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    }
+
+    /// The next line, parsed.
+    pub fn read_json(&mut self) -> Value {
+        let line = self.read_line().expect("the daemon answered");
+        serde_json::from_str(&line).expect("the daemon sent JSON")
+    }
+
+    /// Sends a request and returns its response, skipping pushed notifications.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&line.to_string());
+        loop {
+            let message = self.read_json();
+            if message.get("id") == Some(&json!(id)) {
+                return message;
+            }
+        }
+    }
+}
