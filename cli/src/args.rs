@@ -11,6 +11,9 @@ Exit status:
   1  the daemon refused the operation, or the input was refused (nothing was changed)
   2  usage error
   3  the daemon could not be reached
+  4  add/remove --wait: the change was made, but some sessions did not fetch it in time
+  126, 127  proxy: the server command could not be executed, or was not found
+  other  proxy: the server's own exit status (128+N if killed by signal N)
 
 Environment:
   ROOTSD_SOCKET         socket path (same as --socket)
@@ -29,7 +32,12 @@ pub struct Cli {
     #[arg(long, global = true, env = "ROOTSD_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// Fail with exit status 3 instead of starting rootsd when it is not running
-    #[arg(long, global = true, env = "ROOTSD_NO_AUTOSTART")]
+    #[arg(
+        long,
+        global = true,
+        env = "ROOTSD_NO_AUTOSTART",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
     pub no_autostart: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -53,6 +61,11 @@ pub enum Command {
     Watch(WatchArgs),
     /// List the live MCP sessions (rootsctl proxy instances)
     Sessions(JsonArg),
+    /// Run a stdio MCP server behind rootsd: `rootsctl proxy [OPTIONS] -- COMMAND ARGS...`
+    ///
+    /// Put this in front of the server command in any host's configuration. The server is told
+    /// the workspace's roots and hears about every change; everything else passes untouched.
+    Proxy(ProxyArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -88,7 +101,34 @@ pub struct AddArgs {
     #[command(flatten)]
     pub workspace: WorkspaceArg,
     #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
     pub json: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Return only once every notified session of the workspace has fetched the new list
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this many seconds (exit status 4)
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, requires = "wait")]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    /// Label shown by `rootsctl sessions` [default: the command's name]
+    #[arg(long, short = 'n', value_name = "LABEL")]
+    pub name: Option<String>,
+    /// Declare roots to the server without listChanged: it is never notified of changes
+    #[arg(long)]
+    pub no_list_changed: bool,
+    /// The MCP server to run, after `--`
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -98,6 +138,8 @@ pub struct RemoveArgs {
     pub targets: Vec<String>,
     #[command(flatten)]
     pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub wait: WaitArgs,
     #[command(flatten)]
     pub json: JsonArg,
 }

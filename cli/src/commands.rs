@@ -7,8 +7,8 @@ use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, ListRoots, ListSessions, ListWorkspaces,
-    RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, Status, Watch, WatchParams,
-    WorkspaceParams,
+    RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, Status, WaitForSessions, WaitParams,
+    Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -43,7 +43,11 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
             roots,
         })
         .await?;
-    print_change(out, &result, args.json.json)
+    print_change(out, &result, args.json.json)?;
+    if args.wait.wait {
+        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+    }
+    Ok(())
 }
 
 pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> anyhow::Result<()> {
@@ -66,7 +70,55 @@ pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> 
             result.workspace
         );
     }
-    print_change(out, &result, args.json.json)
+    print_change(out, &result, args.json.json)?;
+    if args.wait.wait {
+        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+    }
+    Ok(())
+}
+
+/// `--wait`: MCP's list_changed has no acknowledgement, so rootsd gives one: it reports when
+/// every notified session has fetched the list of this change.
+async fn wait_for_sessions(
+    client: &mut crate::client::Client,
+    change: &ChangeResult,
+    timeout_secs: f64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let timeout_ms = (timeout_secs.max(0.0) * 1000.0) as u64;
+    let result = client
+        .call::<WaitForSessions>(&WaitParams {
+            workspace: change.workspace.clone(),
+            revision: change.revision,
+            timeout_ms,
+        })
+        .await?;
+    if result.lagging.is_empty() {
+        eprintln!(
+            "{} of {} notified sessions fetched revision {}",
+            result.caught_up.len(),
+            result.caught_up.len(),
+            change.revision
+        );
+        return Ok(());
+    }
+    out.flush()?;
+    let lagging: Vec<String> = result
+        .lagging
+        .iter()
+        .map(|s| {
+            let label = if s.label.is_empty() { "-" } else { &s.label };
+            format!("session {} ({label}, pid {})", s.id, s.pid)
+        })
+        .collect();
+    bail!(crate::WaitTimeout(format!(
+        "{} of {} notified sessions of workspace {} had not fetched revision {} after {timeout_secs}s: {}",
+        result.lagging.len(),
+        result.lagging.len() + result.caught_up.len(),
+        change.workspace,
+        change.revision,
+        lagging.join(", ")
+    )))
 }
 
 pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {

@@ -10,3 +10,5 @@ pub const USAGE: u8 = 2;
 /// The daemon could not be reached (not running with autostart off, could not be started, or
 /// went away).
 pub const UNREACHABLE: u8 = 3;
+/// `--wait` timed out: the change was made, but some sessions had not fetched it.
+pub const WAIT_TIMEOUT: u8 = 4;

@@ -6,6 +6,7 @@
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
+//! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
 //! - [`exit`]: the documented exit statuses.
 //!
 //! rootsctl never opens the database: everything goes through the daemon's socket.
@@ -16,9 +17,20 @@ pub mod client;
 pub mod commands;
 pub mod exit;
 pub mod output;
+pub mod proxy;
 pub mod resolve;
 
 /// A usage error found after parsing (exit status 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// `--wait` ran out of time; the message lists the sessions that lag (exit status 4).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WaitTimeout(pub String);
+
+/// The proxied server exited: pass its status on.
+#[derive(Debug, thiserror::Error)]
+#[error("the server exited with status {0}")]
+pub struct ServerExit(pub u8);

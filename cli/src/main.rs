@@ -8,31 +8,37 @@ use clap::{CommandFactory as _, Parser as _};
 use rootsctl::args::{Cli, Command};
 use rootsctl::autostart::Target;
 use rootsctl::client::ClientError;
+use rootsctl::proxy::SpawnError;
 use rootsctl::resolve::ResolveError;
-use rootsctl::{UsageError, commands, exit};
+use rootsctl::{ServerExit, UsageError, WaitTimeout, commands, exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let target = Target::new(cli.socket.clone(), cli.no_autostart);
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only
+    // the other commands may hold it.
     let result = match cli.command {
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "rootsctl", &mut out);
-            Ok(())
-        }
+        Command::Completions { shell } => completions(shell),
+        Command::Proxy(args) => runtime().block_on(async {
+            match rootsctl::proxy::run(&target, args).await? {
+                0 => Ok(()),
+                status => Err(ServerExit(status).into()),
+            }
+        }),
         command => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("failed to start the tokio runtime");
-            runtime.block_on(run(command, &target, &mut out))
+            let mut out = io::stdout().lock();
+            runtime()
+                .block_on(run(command, &target, &mut out))
+                .and_then(|()| out.flush().map_err(anyhow::Error::from))
         }
     };
-    let result = result.and_then(|()| out.flush().map_err(anyhow::Error::from));
     match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(err) if is_broken_pipe(&err) => ExitCode::from(exit::OK),
+        // The server already said why on its own stderr.
+        Err(err) if err.downcast_ref::<ServerExit>().is_some() => {
+            ExitCode::from(err.downcast_ref::<ServerExit>().map_or(1, |e| e.0))
+        }
         Err(err) => {
             eprintln!("rootsctl: error: {err:#}");
             ExitCode::from(exit_code(&err))
@@ -49,8 +55,28 @@ async fn run(command: Command, target: &Target, out: &mut impl io::Write) -> any
         Command::Status(args) => commands::status(target, args, out).await,
         Command::Watch(args) => commands::watch(target, args, out).await,
         Command::Sessions(args) => commands::sessions(target, args, out).await,
-        Command::Completions { .. } => unreachable!("handled without a runtime"),
+        Command::Proxy(_) | Command::Completions { .. } => {
+            unreachable!("handled in main, which owns stdout for them")
+        }
     }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("failed to start the tokio runtime")
+}
+
+/// clap_complete panics on a write error, so the script is built in memory and written here,
+/// where a closed pipe is an ordinary error.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "rootsctl", &mut script);
+    let mut out = io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
+    Ok(())
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {
@@ -59,6 +85,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     }
     if err.downcast_ref::<UsageError>().is_some() {
         return exit::USAGE;
+    }
+    if err.downcast_ref::<WaitTimeout>().is_some() {
+        return exit::WAIT_TIMEOUT;
+    }
+    if let Some(spawn) = err.downcast_ref::<SpawnError>() {
+        return spawn.exit_code();
     }
     if err.downcast_ref::<ResolveError>().is_some() {
         return exit::REFUSED;

@@ -38,8 +38,11 @@ pub fn table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
 
 /// Prints one JSON value on one line.
 pub fn json(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, value).map_err(io::Error::other)?;
-    writeln!(out)
+    // Serialising to memory first keeps a write error an `io::Error`, so a closed pipe is
+    // recognised as one.
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)
 }
 
 /// The path a root's URI names, for display; the URI itself if it cannot be decoded.

@@ -91,7 +91,7 @@ struct Peer {
 fn admit(stream: &Stream, our_uid: u32) -> Option<Peer> {
     match stream.peer_creds() {
         Ok(creds) if creds.euid() == Some(our_uid) => Some(Peer {
-            pid: creds.pid().map(|p| p as i32),
+            pid: creds.pid(),
         }),
         Ok(creds) => {
             tracing::warn!(

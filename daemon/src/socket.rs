@@ -56,12 +56,19 @@ pub struct BoundSocket {
     pub activated: bool,
     /// The identity of the file we created, if we created one.
     created: Option<FileId>,
+    /// Where that identity is recorded.
+    record: Option<PathBuf>,
 }
 
+/// Identifies one socket file. Inode numbers are reused as soon as a file is deleted, so the
+/// change time (to the nanosecond) is part of the identity: a new file that gets the same inode
+/// has a different one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FileId {
     dev: u64,
     ino: u64,
+    ctime: i64,
+    ctime_nsec: i64,
 }
 
 impl FileId {
@@ -69,18 +76,25 @@ impl FileId {
         Self {
             dev: meta.dev(),
             ino: meta.ino(),
+            ctime: meta.ctime(),
+            ctime_nsec: meta.ctime_nsec(),
         }
     }
 
     fn encode(self) -> String {
-        format!("{} {}\n", self.dev, self.ino)
+        format!(
+            "{} {} {} {}\n",
+            self.dev, self.ino, self.ctime, self.ctime_nsec
+        )
     }
 
     fn decode(text: &str) -> Option<Self> {
-        let mut parts = text.split_whitespace().map(str::parse::<u64>);
+        let mut parts = text.split_whitespace();
         Some(Self {
-            dev: parts.next()?.ok()?,
-            ino: parts.next()?.ok()?,
+            dev: parts.next()?.parse().ok()?,
+            ino: parts.next()?.parse().ok()?,
+            ctime: parts.next()?.parse().ok()?,
+            ctime_nsec: parts.next()?.parse().ok()?,
         })
     }
 }
@@ -117,6 +131,7 @@ pub fn inherited(path: &Path) -> Result<Option<BoundSocket>, SocketError> {
         path,
         activated: true,
         created: None,
+        record: None,
     }))
 }
 
@@ -163,13 +178,14 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
         })?;
     let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
     let id = FileId::of(&meta);
-    fs::write(state_dir.join(SOCKET_RECORD), id.encode())
-        .map_err(|e| io_err("record the socket identity for", e))?;
+    let record = state_dir.join(SOCKET_RECORD);
+    fs::write(&record, id.encode()).map_err(|e| io_err("record the socket identity for", e))?;
     Ok(BoundSocket {
         listener,
         path: path.to_owned(),
         activated: false,
         created: Some(id),
+        record: Some(record),
     })
 }
 
@@ -177,6 +193,7 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
 pub struct SocketCloser {
     path: PathBuf,
     created: Option<FileId>,
+    record: Option<PathBuf>,
 }
 
 impl BoundSocket {
@@ -186,6 +203,7 @@ impl BoundSocket {
         let closer = SocketCloser {
             path: self.path,
             created: self.created,
+            record: self.record,
         };
         (self.listener, closer)
     }
@@ -195,7 +213,15 @@ impl SocketCloser {
     /// Removes the socket file if, and only if, it is still the one we created. A socket systemd
     /// passed is never removed. Call after the listener is dropped.
     pub fn close(self) {
-        let Self { path, created } = self;
+        let Self {
+            path,
+            created,
+            record,
+        } = self;
+        // After a clean exit there is nothing to reclaim, so nothing may ever match the record.
+        if let Some(record) = record {
+            let _ = fs::remove_file(record);
+        }
         let Some(id) = created else { return };
         match fs::symlink_metadata(&path) {
             Ok(meta) if FileId::of(&meta) == id => {

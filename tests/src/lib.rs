@@ -86,8 +86,14 @@ impl Sandbox {
 
     /// Starts the daemon and waits until it answers on the socket.
     pub fn start_daemon(&self) -> Daemon {
-        let child = self
-            .rootsd()
+        self.start_daemon_with(self.rootsd())
+    }
+
+    /// Starts `cmd`, which must run a daemon serving this sandbox's socket (a variation of
+    /// [`Sandbox::rootsd`]: other flags, environment or a wrapper that `exec`s it), and waits
+    /// until it answers on the socket.
+    pub fn start_daemon_with(&self, mut cmd: Command) -> Daemon {
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -97,7 +103,10 @@ impl Sandbox {
         let deadline = Instant::now() + PATIENCE;
         while !answers(&self.socket) {
             if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
-                panic!("rootsd exited with {status} before answering: {}", daemon.stderr());
+                panic!(
+                    "rootsd exited with {status} before answering: {}",
+                    daemon.stderr()
+                );
             }
             assert!(Instant::now() < deadline, "rootsd did not answer in time");
             std::thread::sleep(Duration::from_millis(10));
@@ -150,13 +159,55 @@ impl Sandbox {
     }
 }
 
+/// Runs `cmd` to completion with stdin empty, capturing stdout and stderr; fails the test (after
+/// killing it) if it runs longer than [`PATIENCE`]. For commands that should exit on their own but
+/// might, through a bug, keep running.
+pub fn output_within(cmd: &mut Command) -> Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the command");
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll the command") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not exit within {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("read stdout"),
+        stderr: stderr.join().expect("read stderr"),
+    }
+}
+
 /// Whether something accepts connections at `socket` and answers a hello.
 pub fn answers(socket: &Path) -> bool {
     let Ok(stream) = UnixStream::connect(socket) else {
         return false;
     };
     let mut client = RawClient::from_stream(stream);
-    client.send_line(r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol_version":1}}"#);
+    client
+        .send_line(r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol_version":1}}"#);
     client.read_line().is_some_and(|l| l.contains("\"result\""))
 }
 

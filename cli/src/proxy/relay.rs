@@ -1,0 +1,606 @@
+//! The MCP relay as a pure state machine: lines in from the host, the server and the daemon;
+//! lines and reports out. No I/O happens here, so every rule of the protocol can be tested with
+//! plain function calls.
+//!
+//! What it changes, and nothing else (every other message is forwarded byte for byte):
+//! - handshake era: the host's `initialize` gains `capabilities.roots`; the server's `roots/list`
+//!   is answered here from the daemon's newest list and never reaches the host; the host's own
+//!   `notifications/roots/list_changed` is dropped; `list_changed` is sent to the server when the
+//!   daemon's list changes, at most one outstanding, never before the host's `initialized`;
+//! - 2026-07-28 era: requests gain `roots: {}` in their client capabilities, and `roots/list`
+//!   entries of `input_required` results are answered here, retrying with a new id.
+
+use std::collections::HashMap;
+
+use rootsd_proto::root::ListRootsResult;
+use rootsd_proto::wire::{Era, RootsSnapshot, ServerInfo};
+use serde_json::{Map, Value, json};
+
+/// `_meta` key carrying the protocol version of a 2026-07-28 request.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key carrying the client capabilities of a 2026-07-28 request.
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key a 2026-07-28 server may put its identity under.
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// Methods whose results may be `input_required` (SEP-2322).
+const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+/// How many times the proxy retries one request on its own before giving up, as the SDKs do.
+pub const MAX_MRTR_ROUNDS: u32 = 10;
+/// Prefix of the ids the proxy gives its own retries; a string, so it never equals a host's
+/// numeric id, and distinctive, so it never equals a host's string id in practice.
+const RETRY_ID_PREFIX: &str = "rootsd-retry-";
+
+/// Something the relay wants done.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// A line for the server's stdin (no trailing newline).
+    ToServer(Vec<u8>),
+    /// A line for the host (our stdout; no trailing newline).
+    ToHost(Vec<u8>),
+    /// Something the daemon should know about this session.
+    Report(Report),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// What the server is and which protocol it speaks.
+    Update {
+        era: Era,
+        protocol_version: Option<String>,
+        server: Option<ServerInfo>,
+    },
+    /// The server was given the roots of this revision.
+    Fetched(u64),
+    /// `notifications/roots/list_changed` was sent to the server.
+    Notified,
+}
+
+/// One host request the proxy is carrying through `input_required` rounds.
+struct Exchange {
+    host_id: Value,
+    /// The request as last sent to the server.
+    request: Value,
+    rounds: u32,
+}
+
+/// The relay's state for one MCP session.
+pub struct Relay {
+    list_changed: bool,
+    era: Era,
+    protocol_version: Option<String>,
+    server: Option<ServerInfo>,
+    snapshot: Option<RootsSnapshot>,
+    /// `{"roots":[…]}` of the snapshot, serialised once per change: `roots/list` is on the hot
+    /// path.
+    roots_json: String,
+    initialize_id: Option<Value>,
+    /// Whether the host's `notifications/initialized` has been passed to the server.
+    initialized: bool,
+    served_revision: Option<u64>,
+    notification_outstanding: bool,
+    /// Ids of the server's `roots/list` requests waiting for a first list from the daemon.
+    waiting: Vec<Value>,
+    /// Set once waiting for the daemon's first list has taken too long: requests are then
+    /// answered with an error at once until a list arrives.
+    unavailable: bool,
+    /// In-flight 2026-07-28 requests, keyed by the id the server knows them by.
+    exchanges: HashMap<String, Exchange>,
+    /// `roots/list` keys of `input_required` results passed to the host, keyed by their
+    /// `requestState`, to be answered when the host retries.
+    held: HashMap<String, Vec<String>>,
+    next_retry: u64,
+    out: Vec<Output>,
+}
+
+impl Relay {
+    pub fn new(list_changed: bool) -> Self {
+        Self {
+            list_changed,
+            era: Era::Unknown,
+            protocol_version: None,
+            server: None,
+            snapshot: None,
+            roots_json: String::new(),
+            initialize_id: None,
+            initialized: false,
+            served_revision: None,
+            notification_outstanding: false,
+            waiting: Vec::new(),
+            unavailable: false,
+            exchanges: HashMap::new(),
+            held: HashMap::new(),
+            next_retry: 1,
+            out: Vec::new(),
+        }
+    }
+
+    /// Everything the relay wants done since the last call, in order.
+    pub fn take_output(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.out)
+    }
+
+    pub fn served_revision(&self) -> Option<u64> {
+        self.served_revision
+    }
+
+    /// A line from the host.
+    pub fn from_host(&mut self, line: &[u8]) {
+        let Ok(message) = serde_json::from_slice::<Value>(line) else {
+            // Not ours to judge: the server answers malformed input as it sees fit.
+            return self.emit(Output::ToServer(line.to_vec()));
+        };
+        match message {
+            Value::Array(batch) => {
+                let kept = self.each(batch, Self::host_message);
+                if let Some(kept) = self.forward_batch(line, kept, Output::ToServer) {
+                    for message in &kept {
+                        self.after_host_message(message);
+                    }
+                }
+            }
+            single => {
+                if let Some(message) = self.host_message(single.clone()) {
+                    let out = if message == single {
+                        line.to_vec()
+                    } else {
+                        to_line(&message)
+                    };
+                    self.emit(Output::ToServer(out));
+                    self.after_host_message(&message);
+                }
+            }
+        }
+    }
+
+    /// A line from the server.
+    pub fn from_server(&mut self, line: &[u8]) {
+        let Ok(message) = serde_json::from_slice::<Value>(line) else {
+            return self.emit(Output::ToHost(line.to_vec()));
+        };
+        match message {
+            Value::Array(batch) => {
+                let kept = self.each(batch, Self::server_message);
+                self.forward_batch(line, kept, Output::ToHost);
+            }
+            single => {
+                if let Some(message) = self.server_message(single.clone()) {
+                    let out = if message == single {
+                        line.to_vec()
+                    } else {
+                        to_line(&message)
+                    };
+                    self.emit(Output::ToHost(out));
+                }
+            }
+        }
+    }
+
+    /// The daemon's newest list for this session's workspace.
+    pub fn roots_changed(&mut self, snapshot: RootsSnapshot) {
+        if self.snapshot.as_ref() == Some(&snapshot) {
+            return;
+        }
+        self.roots_json = serde_json::to_string(&ListRootsResult {
+            roots: snapshot.roots.clone(),
+        })
+        .expect("roots always serialise");
+        self.snapshot = Some(snapshot);
+        for id in std::mem::take(&mut self.waiting) {
+            self.answer_roots_list(id);
+        }
+        self.maybe_notify();
+    }
+
+    /// The daemon could not be reached for long enough that waiting servers must be answered.
+    pub fn give_up_waiting(&mut self) {
+        self.unavailable = self.snapshot.is_none();
+        for id in std::mem::take(&mut self.waiting) {
+            self.answer_unavailable(id);
+        }
+    }
+
+    fn answer_unavailable(&mut self, id: Value) {
+        {
+            let error = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {
+                    "code": -32603,
+                    "message": "rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is",
+                },
+            });
+            self.emit(Output::ToServer(to_line(&error)));
+        }
+    }
+
+    fn emit(&mut self, output: Output) {
+        self.out.push(output);
+    }
+
+    fn each(
+        &mut self,
+        batch: Vec<Value>,
+        handle: fn(&mut Self, Value) -> Option<Value>,
+    ) -> (bool, Vec<Value>) {
+        let original = batch.clone();
+        let kept: Vec<Value> = batch.into_iter().filter_map(|m| handle(self, m)).collect();
+        (kept == original, kept)
+    }
+
+    /// Forwards what is left of a batch (2025-03-26 allowed them): the original line if
+    /// nothing changed, a new array if some did, nothing if none is left. Returns what was sent.
+    fn forward_batch(
+        &mut self,
+        line: &[u8],
+        (unchanged, kept): (bool, Vec<Value>),
+        wrap: fn(Vec<u8>) -> Output,
+    ) -> Option<Vec<Value>> {
+        if unchanged {
+            self.emit(wrap(line.to_vec()));
+        } else if kept.is_empty() {
+            return None;
+        } else {
+            self.emit(wrap(to_line(&Value::Array(kept.clone()))));
+        }
+        Some(kept)
+    }
+
+    /// Rewrites or drops one message from the host; `None` drops it.
+    fn host_message(&mut self, mut message: Value) -> Option<Value> {
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let id = message.get("id").cloned();
+        match (method.as_deref(), id) {
+            (Some("initialize"), Some(id)) => {
+                self.era = Era::Handshake;
+                self.initialize_id = Some(id);
+                self.protocol_version = message
+                    .pointer("/params/protocolVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let roots = if self.list_changed {
+                    json!({"listChanged": true})
+                } else {
+                    json!({})
+                };
+                if let Some(params) = object_at(&mut message, "params")
+                    && let Some(capabilities) = object_in(params, "capabilities")
+                {
+                    capabilities.insert("roots".to_owned(), roots);
+                }
+                Some(message)
+            }
+            (Some("notifications/roots/list_changed"), None) => None,
+            (Some("notifications/cancelled"), None) => {
+                self.translate_cancel(&mut message);
+                Some(message)
+            }
+            (Some(method), Some(id)) if is_modern(&message) => {
+                self.note_modern(&message);
+                add_roots_capability(&mut message);
+                if MRTR_METHODS.contains(&method) {
+                    self.answer_held(&mut message);
+                    self.exchanges.insert(
+                        id_key(&id),
+                        Exchange {
+                            host_id: id,
+                            request: message.clone(),
+                            rounds: 0,
+                        },
+                    );
+                }
+                Some(message)
+            }
+            _ => Some(message),
+        }
+    }
+
+    /// Side effects that must follow the forwarding of a host message.
+    fn after_host_message(&mut self, message: &Value) {
+        if message.get("method").and_then(Value::as_str) == Some("notifications/initialized")
+            && message.get("id").is_none()
+        {
+            self.initialized = true;
+            self.maybe_notify();
+        }
+    }
+
+    /// Handles one message from the server; `None` means it was for the proxy alone.
+    fn server_message(&mut self, message: Value) -> Option<Value> {
+        let method = message
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let id = message.get("id").cloned();
+        match (method.as_deref(), id) {
+            (Some("roots/list"), Some(id)) => {
+                if self.snapshot.is_some() {
+                    self.answer_roots_list(id);
+                } else if self.unavailable {
+                    self.answer_unavailable(id);
+                } else {
+                    self.waiting.push(id);
+                }
+                None
+            }
+            (Some("notifications/cancelled"), None) => {
+                let cancelled = message.pointer("/params/requestId").cloned();
+                let before = self.waiting.len();
+                self.waiting.retain(|w| Some(w) != cancelled.as_ref());
+                // A cancellation of our own roots/list is ours alone; the host never saw it.
+                (self.waiting.len() == before).then_some(message)
+            }
+            (None, Some(id)) => {
+                self.learn_from_response(&id, &message);
+                match self.exchanges.remove(&id_key(&id)) {
+                    Some(exchange) => self.finish_exchange(exchange, message),
+                    None => Some(message),
+                }
+            }
+            _ => Some(message),
+        }
+    }
+
+    fn learn_from_response(&mut self, id: &Value, message: &Value) {
+        if self.initialize_id.as_ref() == Some(id) {
+            self.initialize_id = None;
+            if let Some(version) = message
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+            {
+                self.protocol_version = Some(version.to_owned());
+            }
+            if let Some(info) = message.pointer("/result/serverInfo") {
+                self.server = Some(server_info(info));
+            }
+            self.report_update();
+        } else if self.server.is_none()
+            && let Some(info) = message.pointer(&format!(
+                "/result/_meta/{}",
+                META_SERVER_INFO.replace('/', "~1")
+            ))
+        {
+            self.server = Some(server_info(info));
+            self.report_update();
+        }
+    }
+
+    /// Answers `roots/list` entries of an `input_required` result and retries, or passes the
+    /// result to the host.
+    fn finish_exchange(&mut self, mut exchange: Exchange, mut response: Value) -> Option<Value> {
+        response["id"] = exchange.host_id.clone();
+        let Some(result) = response.get("result") else {
+            return Some(response);
+        };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Some(response);
+        }
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let roots_keys: Vec<String> = requests
+            .iter()
+            .filter(|(_, r)| r.get("method").and_then(Value::as_str) == Some("roots/list"))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if roots_keys.is_empty() {
+            return Some(response);
+        }
+        let state = result.get("requestState").cloned();
+        if roots_keys.len() < requests.len() {
+            // Elicitation or sampling is mixed in: only the host can answer those. Pass them on
+            // and answer the roots part when the host retries with the same requestState.
+            if let Some(Value::String(state)) = &state {
+                self.held.insert(state.clone(), roots_keys.clone());
+            }
+            if let Some(requests) = response
+                .pointer_mut("/result/inputRequests")
+                .and_then(Value::as_object_mut)
+            {
+                for key in &roots_keys {
+                    requests.remove(key);
+                }
+            }
+            return Some(response);
+        }
+        if exchange.rounds >= MAX_MRTR_ROUNDS {
+            return Some(json!({
+                "jsonrpc": "2.0",
+                "id": exchange.host_id,
+                "error": {
+                    "code": -32603,
+                    "message": format!("the server still asked for roots after {MAX_MRTR_ROUNDS} rounds; rootsctl proxy gave up on this request"),
+                },
+            }));
+        }
+        let retry_id = Value::String(format!("{RETRY_ID_PREFIX}{}", self.next_retry));
+        self.next_retry += 1;
+        let mut request = exchange.request.clone();
+        request["id"] = retry_id.clone();
+        if let Some(params) = object_at(&mut request, "params") {
+            let mut answers = Map::new();
+            for key in roots_keys {
+                answers.insert(key, self.roots_value());
+            }
+            params.insert("inputResponses".to_owned(), Value::Object(answers));
+            match state {
+                Some(state) => params.insert("requestState".to_owned(), state),
+                None => params.remove("requestState"),
+            };
+        }
+        if let Some(revision) = self.snapshot.as_ref().map(|s| s.revision) {
+            self.note_fetch(revision);
+        }
+        self.emit(Output::ToServer(to_line(&request)));
+        exchange.request = request;
+        exchange.rounds += 1;
+        self.exchanges.insert(id_key(&retry_id), exchange);
+        None
+    }
+
+    /// A host retry of a request whose roots part the proxy owes: add the roots answers.
+    fn answer_held(&mut self, message: &mut Value) {
+        let Some(state) = message
+            .pointer("/params/requestState")
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let Some(keys) = self.held.remove(state) else {
+            return;
+        };
+        let roots = self.roots_value();
+        if let Some(params) = object_at(message, "params")
+            && let Some(responses) = object_in(params, "inputResponses")
+        {
+            for key in keys {
+                responses.insert(key, roots.clone());
+            }
+        }
+        if let Some(revision) = self.snapshot.as_ref().map(|s| s.revision) {
+            self.note_fetch(revision);
+        }
+    }
+
+    /// The host cancels a request the proxy is retrying under another id: cancel that id.
+    fn translate_cancel(&mut self, message: &mut Value) {
+        let Some(host_id) = message.pointer("/params/requestId").cloned() else {
+            return;
+        };
+        let current = self
+            .exchanges
+            .iter()
+            .find(|(_, e)| e.host_id == host_id)
+            .map(|(_, e)| e.request["id"].clone());
+        if let Some(current) = current
+            && let Some(request_id) = message.pointer_mut("/params/requestId")
+        {
+            *request_id = current;
+        }
+    }
+
+    fn note_modern(&mut self, message: &Value) {
+        if self.era == Era::Stateless {
+            return;
+        }
+        self.era = Era::Stateless;
+        self.protocol_version = message
+            .pointer("/params/_meta")
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.report_update();
+    }
+
+    fn report_update(&mut self) {
+        self.emit(Output::Report(Report::Update {
+            era: self.era,
+            protocol_version: self.protocol_version.clone(),
+            server: self.server.clone(),
+        }));
+    }
+
+    fn roots_value(&self) -> Value {
+        serde_json::from_str(&self.roots_json).unwrap_or_else(|_| json!({"roots": []}))
+    }
+
+    fn answer_roots_list(&mut self, id: Value) {
+        let id = serde_json::to_string(&id).expect("ids always serialise");
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
+            self.roots_json
+        );
+        self.emit(Output::ToServer(line.into_bytes()));
+        if let Some(revision) = self.snapshot.as_ref().map(|s| s.revision) {
+            self.note_fetch(revision);
+        }
+        self.notification_outstanding = false;
+    }
+
+    fn note_fetch(&mut self, revision: u64) {
+        self.served_revision = Some(revision);
+        self.emit(Output::Report(Report::Fetched(revision)));
+    }
+
+    /// Sends `list_changed` if the server holds an older list than the newest, the session
+    /// declared it, the host has initialized the server, and none is outstanding.
+    fn maybe_notify(&mut self) {
+        let Some(newest) = self.snapshot.as_ref().map(|s| s.revision) else {
+            return;
+        };
+        let stale = self.served_revision.is_some_and(|served| served != newest);
+        if !self.list_changed
+            || self.era == Era::Stateless
+            || !self.initialized
+            || self.notification_outstanding
+            || !stale
+        {
+            return;
+        }
+        self.notification_outstanding = true;
+        self.emit(Output::ToServer(
+            br#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.to_vec(),
+        ));
+        self.emit(Output::Report(Report::Notified));
+    }
+}
+
+/// A 2026-07-28 request carries its protocol version in `_meta`.
+fn is_modern(message: &Value) -> bool {
+    message
+        .pointer("/params/_meta")
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .is_some()
+}
+
+fn add_roots_capability(message: &mut Value) {
+    let Some(params) = object_at(message, "params") else {
+        return;
+    };
+    let Some(meta) = object_in(params, "_meta") else {
+        return;
+    };
+    if let Some(capabilities) = object_in(meta, META_CLIENT_CAPABILITIES) {
+        capabilities
+            .entry("roots".to_owned())
+            .or_insert_with(|| json!({}));
+    }
+}
+
+/// The object at `message[key]`, if `message` is an object and that member is one.
+fn object_at<'a>(message: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    message.get_mut(key).and_then(Value::as_object_mut)
+}
+
+/// The object member `key` of `map`, created empty if absent; `None` if it is not an object.
+fn object_in<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    map.entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+}
+
+fn server_info(info: &Value) -> ServerInfo {
+    let text = |key| {
+        info.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    ServerInfo {
+        name: text("name"),
+        version: text("version"),
+    }
+}
+
+/// Ids compare by JSON text, so `1` and `"1"` stay different.
+fn id_key(id: &Value) -> String {
+    serde_json::to_string(id).expect("ids always serialise")
+}
+
+fn to_line(message: &Value) -> Vec<u8> {
+    serde_json::to_vec(message).expect("JSON values always serialise")
+}

@@ -1,0 +1,17 @@
+//! End-to-end tests of rootsd's core: roots in and out through `rootsctl`, persistence across
+//! restarts and crashes, one daemon per state directory, the socket's safety rules, the control
+//! protocol's handling of bad input, autostart, and rootsctl's exit statuses.
+//!
+//! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
+
+#[path = "core/support.rs"]
+mod support;
+
+#[path = "core/cli.rs"]
+mod cli;
+#[path = "core/daemon.rs"]
+mod daemon;
+#[path = "core/protocol.rs"]
+mod protocol;
+#[path = "core/roots.rs"]
+mod roots;

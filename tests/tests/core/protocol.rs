@@ -1,0 +1,159 @@
+//! What the daemon does with input rootsctl would never send.
+
+use rootsd_tests::{RawClient, Sandbox};
+use serde_json::{Value, json};
+
+use crate::support::status;
+
+/// The biggest line the daemon must accept, newline excluded.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// `request` followed by spaces (which JSON allows after a value) to make `len` bytes.
+fn padded(request: &str, len: usize) -> String {
+    let line = format!("{request}{}", " ".repeat(len - request.len()));
+    assert_eq!(line.len(), len);
+    line
+}
+
+#[track_caller]
+fn assert_error(response: &Value, id: Value, code: i64) {
+    assert_eq!(response["jsonrpc"], json!("2.0"), "{response}");
+    assert_eq!(response["id"], id, "{response}");
+    assert_eq!(response["error"]["code"], json!(code), "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "an error says what went wrong: {response}"
+    );
+    assert!(response.get("result").is_none(), "{response}");
+}
+
+/// The one error a framing violation gets: id null, a code in JSON-RPC's reserved range.
+#[track_caller]
+fn assert_framing_error(line: Option<String>) -> String {
+    let line = line.expect("an error response before the connection closes");
+    let response: Value = serde_json::from_str(&line).expect("the error is JSON");
+    let code = response["error"]["code"].as_i64().unwrap_or(0);
+    assert!((-32768..=-32000).contains(&code), "{response}");
+    assert_error(&response, Value::Null, code);
+    response["error"]["message"].as_str().unwrap().to_owned()
+}
+
+#[track_caller]
+fn assert_serves(client: &mut RawClient) {
+    let response = client.request("status", json!({}));
+    assert!(response["result"]["pid"].is_u64(), "{response}");
+}
+
+#[test]
+fn garbage_gets_a_parse_error_and_the_connection_keeps_working() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut other = sb.connect();
+    let mut client = sb.connect();
+    for garbage in ["this is not json", "{\"jsonrpc\":", "\u{1}\u{2}", "}{"] {
+        client.send_line(garbage);
+        assert_error(&client.read_json(), Value::Null, -32700);
+        assert_serves(&mut client);
+    }
+    // Valid JSON that is not a request object.
+    client.send_line("[1, 2, 3]");
+    assert_error(&client.read_json(), Value::Null, -32600);
+    client.send_line(r#"{"jsonrpc":"2.0","id":77}"#);
+    assert_error(&client.read_json(), json!(77), -32600);
+    assert_serves(&mut client);
+    assert_serves(&mut other);
+}
+
+#[test]
+fn unknown_methods_and_wrong_params_get_their_error_codes() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut client = sb.connect();
+    let unknown = client.request("roots.frobnicate", json!({}));
+    assert_error(&unknown, unknown["id"].clone(), -32601);
+    assert!(unknown["id"].is_u64(), "the id is echoed: {unknown}");
+
+    for (method, params) in [
+        ("roots.add", json!({"roots": 5})),
+        ("roots.add", json!({"roots": [{"uri": 7}]})),
+        ("roots.list", json!({"workspace": ["default"]})),
+        ("roots.remove", json!({"targets": "everything"})),
+        ("watch", json!({"workspace": 3})),
+    ] {
+        let response = client.request(method, params.clone());
+        assert_error(&response, response["id"].clone(), -32602);
+        assert!(response["id"].is_u64(), "{method} {params}: {response}");
+    }
+    // String ids are echoed as they came.
+    client.send_line(r#"{"jsonrpc":"2.0","id":"abc","method":"nope"}"#);
+    assert_error(&client.read_json(), json!("abc"), -32601);
+    assert_serves(&mut client);
+    assert_eq!(status(&sb)["revision"], json!(0), "nothing was changed");
+}
+
+#[test]
+fn requests_before_hello_are_refused_until_hello() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut client = RawClient::connect(&sb.socket);
+    for method in ["status", "roots.list", "roots.add"] {
+        let response = client.request(method, json!({}));
+        assert_error(&response, response["id"].clone(), -32001);
+    }
+    let hello = client.request("hello", json!({"protocol_version": 1, "client": "late"}));
+    assert_eq!(hello["result"]["protocol_version"], json!(1), "{hello}");
+    assert_serves(&mut client);
+}
+
+#[test]
+fn a_line_of_exactly_the_limit_is_served() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut client = sb.connect();
+    let request = r#"{"jsonrpc":"2.0","id":41,"method":"status","params":{}}"#;
+    let line = padded(request, MAX_LINE_BYTES);
+    client.send_line(&line);
+    let response = client.read_json();
+    assert_eq!(response["id"], json!(41), "{response}");
+    assert!(response["result"]["pid"].is_u64(), "{response}");
+}
+
+#[test]
+fn an_over_long_line_closes_only_its_connection() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut bystander = sb.connect();
+    let mut client = sb.connect();
+    // A valid request, one byte too long: the limit is about length, not content.
+    let request = r#"{"jsonrpc":"2.0","id":42,"method":"status","params":{}}"#;
+    let line = padded(request, MAX_LINE_BYTES + 1);
+    client.send_line(&line);
+    let message = assert_framing_error(client.read_line());
+    assert!(
+        message.contains("1048576"),
+        "the message gives the limit: {message}"
+    );
+    assert_eq!(client.read_line(), None, "the connection is closed");
+
+    assert_serves(&mut bystander);
+    assert_serves(&mut sb.connect());
+}
+
+#[test]
+fn invalid_utf8_closes_only_its_connection() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut bystander = sb.connect();
+    let mut client = sb.connect();
+    client.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"status\",\"x\":\"\xff\xfe\"}");
+    let message = assert_framing_error(client.read_line());
+    assert!(message.contains("UTF-8"), "{message}");
+    assert_eq!(client.read_line(), None, "the connection is closed");
+
+    assert_serves(&mut bystander);
+    assert_serves(&mut sb.connect());
+    // rootsctl too.
+    sb.ctl_ok(&["list"]);
+}

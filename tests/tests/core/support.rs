@@ -1,0 +1,225 @@
+//! Helpers shared by the core tests.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rootsd_tests::{PATIENCE, Sandbox, output_within};
+use serde_json::Value;
+
+/// Everything a process wrote to stderr, as text.
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Everything a process wrote to stdout, as text.
+pub fn stdout_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Asserts that a process exited with `code`, showing its output otherwise.
+#[track_caller]
+pub fn assert_exit(output: &Output, code: i32, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}: expected exit status {code}, got {}\nstdout: {}\nstderr: {}",
+        output.status,
+        stdout_of(output),
+        stderr_of(output)
+    );
+}
+
+/// Runs `rootsctl ARGS` with a deadline.
+pub fn ctl(sandbox: &Sandbox, args: &[&str]) -> Output {
+    output_within(sandbox.rootsctl().args(args))
+}
+
+/// Runs `rootsctl ARGS`, which must print one JSON value and succeed, and parses it.
+#[track_caller]
+pub fn ctl_json(sandbox: &Sandbox, args: &[&str]) -> Value {
+    let output = ctl(sandbox, args);
+    assert_exit(&output, 0, &format!("rootsctl {args:?}"));
+    let text = stdout_of(&output);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "rootsctl {args:?} printed more than one line: {text}"
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?} printed {text:?}: {e}"))
+}
+
+/// `rootsctl status --json`.
+pub fn status(sandbox: &Sandbox) -> Value {
+    ctl_json(sandbox, &["status", "--json"])
+}
+
+/// The URIs of `roots` (the `roots` array of `list --json`), in order.
+pub fn uris(roots: &[Value]) -> Vec<String> {
+    roots
+        .iter()
+        .map(|r| {
+            r["uri"]
+                .as_str()
+                .expect("every root has a string uri")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The `file://` URI of a path made only of characters no URI encodes, written out by hand so
+/// that expectations do not depend on the code under test.
+#[track_caller]
+pub fn plain_uri(path: &Path) -> String {
+    let text = path.to_str().expect("a UTF-8 path");
+    assert!(
+        text.starts_with('/')
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/_.-".contains(&b)),
+        "{text} needs percent-encoding; use a plainer name in the test"
+    );
+    format!("file://{text}")
+}
+
+/// The path a `file://` URI names, decoded by the `url` crate rather than by rootsd's own code.
+#[track_caller]
+pub fn decode(uri: &str) -> PathBuf {
+    url::Url::parse(uri)
+        .unwrap_or_else(|e| panic!("{uri} is not a URI: {e}"))
+        .to_file_path()
+        .unwrap_or_else(|()| panic!("{uri} is not a local file URI"))
+}
+
+/// A child process that is killed and reaped when the test ends, however it ends.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads a child's output line by line in a thread, so that a test can wait for a line with a
+/// deadline. The channel disconnects when the child closes it (usually by exiting).
+pub fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+/// Runs `cmd` with its stdout a pipe whose reading end is already closed (`cmd | true`), and
+/// returns how it exited and what it wrote to stderr.
+pub fn run_into_closed_pipe(cmd: &mut Command) -> Output {
+    let (reader, writer) = std::io::pipe().expect("create a pipe");
+    // Closed before the child exists, so that its first write fails with EPIPE every time.
+    drop(reader);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the command");
+    let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr_pipe.read_to_end(&mut bytes);
+        bytes
+    });
+    let status = wait_for(Reaped(child), "the command writing into a closed pipe");
+    Output {
+        status,
+        stdout: Vec::new(),
+        stderr: reader.join().expect("read stderr"),
+    }
+}
+
+/// Waits for a child to exit within [`PATIENCE`].
+pub fn wait_for(mut child: Reaped, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.0.try_wait().expect("poll the child") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{what} did not exit in time");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Kills, when dropped, whatever rootsd an autostarting rootsctl left running for a sandbox.
+///
+/// Declare it after the [`Sandbox`] so that it runs first. It asks the daemon for its pid with
+/// `status --json`; should that fail, it falls back to the pid in the state directory's lock
+/// file, but only while that lock is held, so that it never signals a recycled pid.
+pub struct AutostartGuard {
+    socket: PathBuf,
+    state: PathBuf,
+}
+
+impl AutostartGuard {
+    pub fn new(sandbox: &Sandbox) -> Self {
+        Self {
+            socket: sandbox.socket.clone(),
+            state: sandbox.state.clone(),
+        }
+    }
+
+    fn pid_from_status(&self) -> Option<i32> {
+        let output = Command::new(rootsd_tests::bin("rootsctl"))
+            .args(["--no-autostart", "status", "--json"])
+            .arg("--socket")
+            .arg(&self.socket)
+            .env_remove("ROOTSD_NO_AUTOSTART")
+            .env_remove("ROOTSD_SOCKET")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let value: Value = serde_json::from_slice(&output.stdout).ok()?;
+        value["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
+    }
+
+    fn lock_held(&self) -> bool {
+        let Ok(file) = File::open(self.state.join("rootsd.lock")) else {
+            return false;
+        };
+        matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+    }
+
+    fn pid_from_lock(&self) -> Option<i32> {
+        if !self.lock_held() {
+            return None;
+        }
+        let text = std::fs::read_to_string(self.state.join("rootsd.lock")).ok()?;
+        let rest = text.strip_prefix("pid ")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
+}
+
+impl Drop for AutostartGuard {
+    fn drop(&mut self) {
+        let Some(pid) = self.pid_from_status().or_else(|| self.pid_from_lock()) else {
+            return;
+        };
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        // The kernel releases the lock once the daemon is gone.
+        let deadline = Instant::now() + PATIENCE;
+        while self.lock_held() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
