@@ -27,6 +27,9 @@ use crate::error::RequestError;
 use crate::registry::{Registry, Session};
 use crate::server::DaemonInfo;
 
+/// Initial read buffer per connection, in bytes.
+const READ_BUFFER_START: usize = 512;
+
 /// How long a new connection may take to say hello before it is closed.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,9 +41,12 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let _client = registry.client_connected();
-    let mut framed = Framed::new(
+    // Most connections are idle sessions that receive a few lines an hour, so the read buffer
+    // starts small (the codec's default is 8 KiB) and grows only for the lines that need it.
+    let mut framed = Framed::with_capacity(
         stream,
         LinesCodec::new_with_max_length(wire::MAX_LINE_BYTES),
+        READ_BUFFER_START,
     );
     let mut state = ConnectionState {
         registry: &registry,
@@ -227,7 +233,7 @@ impl<'a> ConnectionState<'a> {
                 }
                 let mut session = self.registry.register_session(params).await;
                 let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update());
-                tracing::info!(session = session.id, workspace = %snapshot.workspace, "session registered");
+                tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
                     session_id: session.id,
                     snapshot,

@@ -18,11 +18,12 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// as this test executable.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its own path");
-    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test executable lives in target/<profile>/deps");
+    // Tests run from target/<profile>/deps/<test>-<hash>, the benchmark from
+    // target/<profile>/; either way the binaries are in target/<profile>/.
+    let mut dir = exe.parent().expect("an executable lives in a directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("deps lives in target/<profile>");
+    }
     let path = dir.join(name);
     assert!(
         path.is_file(),
@@ -99,7 +100,7 @@ impl Sandbox {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn rootsd");
-        let mut daemon = Daemon { child };
+        let mut daemon = Daemon::new(child);
         let deadline = Instant::now() + PATIENCE;
         while !answers(&self.socket) {
             if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
@@ -214,9 +215,25 @@ pub fn answers(socket: &Path) -> bool {
 /// A running daemon, killed when dropped.
 pub struct Daemon {
     pub child: Child,
+    /// Collects stderr as it is written: a pipe nobody reads fills up and stalls the daemon's
+    /// logging, and with it the daemon.
+    stderr: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Daemon {
+    /// Wraps a spawned daemon, draining its stderr if it was piped.
+    pub fn new(mut child: Child) -> Self {
+        let stderr = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut text = String::new();
+                let _ = pipe.read_to_string(&mut text);
+                text
+            })
+        });
+        Self { child, stderr }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -240,12 +257,10 @@ impl Daemon {
 
     /// Everything the daemon wrote to stderr; only after it exited.
     pub fn stderr(&mut self) -> String {
-        let mut text = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
-            use std::io::Read;
-            let _ = err.read_to_string(&mut text);
-        }
-        text
+        self.stderr
+            .take()
+            .map(|reader| reader.join().unwrap_or_default())
+            .unwrap_or_default()
     }
 }
 
