@@ -157,3 +157,44 @@ fn invalid_utf8_closes_only_its_connection() {
     // rootsctl too.
     sb.ctl_ok(&["list"]);
 }
+
+#[test]
+fn a_session_that_never_reads_delays_nobody_else() {
+    let sandbox = Sandbox::new();
+    let _daemon = sandbox.start_daemon();
+    let register = |client: &mut RawClient| {
+        let reply = client.request(
+            "session.register",
+            json!({"workspace": "w", "pid": 1, "list_changed": true}),
+        );
+        assert!(reply.get("result").is_some(), "register failed: {reply}");
+    };
+    // This session registers and then never reads: its socket buffer fills with pushes.
+    let mut stuck = sandbox.connect();
+    register(&mut stuck);
+    let mut reader = sandbox.connect();
+    register(&mut reader);
+    let mut control = sandbox.connect();
+    let long_name = "n".repeat(4000);
+    let mut revision = 0;
+    // Each push carries the whole list, so 80 changes send the stuck session megabytes.
+    for i in 0..80 {
+        let reply = control.request(
+            "roots.add",
+            json!({"workspace": "w", "roots": [{"uri": format!("file:///stuck/d{i}"), "name": long_name}]}),
+        );
+        revision = reply["result"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("add {i} failed: {reply}"));
+    }
+    // The reading session still gets the newest list, even though pushes to it were coalesced.
+    loop {
+        let pushed = reader.read_json();
+        assert_eq!(pushed["method"], "roots.changed");
+        if pushed["params"]["revision"].as_u64() == Some(revision) {
+            assert_eq!(pushed["params"]["roots"].as_array().map(Vec::len), Some(80));
+            break;
+        }
+    }
+    assert_serves(&mut control);
+}
