@@ -8,7 +8,8 @@ use rootsd_proto::WorkspaceName;
 const AFTER_HELP: &str = "\
 Exit status:
   0  success
-  1  the daemon refused the operation, or the input was refused (nothing was changed)
+  1  the daemon refused the operation, or the input was refused (nothing was changed);
+     doctor: a check failed
   2  usage error
   3  the daemon could not be reached
   4  add/remove --wait: the change was made, but some sessions did not fetch it in time
@@ -66,6 +67,12 @@ pub enum Command {
     /// Put this in front of the server command in any host's configuration. The server is told
     /// the workspace's roots and hears about every change; everything else passes untouched.
     Proxy(ProxyArgs),
+    /// Check the socket, the daemon, the state directory and the systemd units, and explain
+    /// how to fix each problem
+    ///
+    /// Exits 0 when all is well and 1 when any check fails. It only looks: it never starts
+    /// rootsd, changes a permission, or opens the database.
+    Doctor(JsonArg),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

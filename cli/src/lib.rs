@@ -5,6 +5,7 @@
 //! - [`autostart`]: finding the socket and starting rootsd when it is not running.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
+//! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
 //! - [`exit`]: the documented exit statuses.
@@ -15,6 +16,7 @@ pub mod args;
 pub mod autostart;
 pub mod client;
 pub mod commands;
+pub mod doctor;
 pub mod exit;
 pub mod output;
 pub mod proxy;

@@ -8,6 +8,7 @@ use clap::{CommandFactory as _, Parser as _};
 use rootsctl::args::{Cli, Command};
 use rootsctl::autostart::Target;
 use rootsctl::client::ClientError;
+use rootsctl::doctor::ProblemsFound;
 use rootsctl::proxy::SpawnError;
 use rootsctl::resolve::ResolveError;
 use rootsctl::{ServerExit, UsageError, WaitTimeout, commands, exit};
@@ -55,6 +56,7 @@ async fn run(command: Command, target: &Target, out: &mut impl io::Write) -> any
         Command::Status(args) => commands::status(target, args, out).await,
         Command::Watch(args) => commands::watch(target, args, out).await,
         Command::Sessions(args) => commands::sessions(target, args, out).await,
+        Command::Doctor(args) => rootsctl::doctor::run(target, args, out).await,
         Command::Proxy(_) | Command::Completions { .. } => {
             unreachable!("handled in main, which owns stdout for them")
         }
@@ -85,6 +87,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     }
     if err.downcast_ref::<UsageError>().is_some() {
         return exit::USAGE;
+    }
+    if err.downcast_ref::<ProblemsFound>().is_some() {
+        return exit::REFUSED;
     }
     if err.downcast_ref::<WaitTimeout>().is_some() {
         return exit::WAIT_TIMEOUT;

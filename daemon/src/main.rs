@@ -1,5 +1,6 @@
 //! `rootsd`: runs in the foreground, systemd style, until SIGTERM or SIGINT.
 
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -8,7 +9,8 @@ use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt as _;
 use rootsd::registry::Registry;
-use rootsd::server::DaemonInfo;
+use rootsd::server::{Access, DaemonInfo};
+use rootsd::socket::SocketFile;
 use rootsd::store::Store;
 use rootsd::{instance, server, socket, systemd};
 use rootsd_proto::paths::{self, Environment};
@@ -22,6 +24,9 @@ use tracing_subscriber::filter::LevelFilter;
 /// Runs in the foreground and logs to stderr (RUST_LOG filters, info by default). Under systemd
 /// it adopts the socket from rootsd.socket and reports readiness; otherwise it binds its own.
 /// rootsctl starts it on demand when it is not running.
+///
+/// Signals: SIGTERM or SIGINT stop it gracefully (a second one at once); SIGHUP re-checks the
+/// socket file and never stops it.
 #[derive(Debug, Parser)]
 #[command(name = "rootsd", version)]
 struct Args {
@@ -31,52 +36,79 @@ struct Args {
     /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Also admit users in the socket file's group, not only rootsd's own user
+    ///
+    /// For a system-wide rootsd shared by several users (systemd/system/ in the source tree):
+    /// systemd creates the socket with SocketGroup= and SocketMode=0660, so the socket's group
+    /// decides who may connect, and rootsd admits peers whose group or supplementary groups
+    /// include it. They all share one set of roots. Needs the socket from systemd: a socket
+    /// rootsd binds itself is 0600, which only its own user can open.
+    #[arg(long)]
+    allow_group: bool,
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     init_logging();
+    // Before the runtime starts any thread: taking the socket edits the environment.
+    let inherited = match socket::take_inherited() {
+        Ok(inherited) => inherited,
+        Err(err) => return fail(&err.into()),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("failed to start the tokio runtime");
-    match runtime.block_on(daemon(args)) {
+    match runtime.block_on(daemon(args, inherited)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            eprintln!("rootsd: error: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(err) => fail(&err),
     }
 }
 
-async fn daemon(args: Args) -> anyhow::Result<()> {
+fn fail(err: &anyhow::Error) -> std::process::ExitCode {
+    tracing::error!("{err:#}");
+    eprintln!("rootsd: error: {err:#}");
+    std::process::ExitCode::FAILURE
+}
+
+async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<()> {
     let env = Environment::capture(rustix::process::getuid().as_raw());
     let socket_path = paths::socket_path(&env, args.socket);
     let state_dir = paths::state_dir(&env, args.state_dir)?;
+    let access = if args.allow_group {
+        anyhow::ensure!(
+            inherited.is_some(),
+            "--allow-group needs the socket from systemd (the units in systemd/system/ create it with SocketGroup= and SocketMode=0660); a socket rootsd binds itself is 0600, which only its own user can open"
+        );
+        Access::OwnerOrSocketGroup
+    } else {
+        Access::Owner
+    };
 
-    let inherited = socket::inherited(&socket_path)?;
     let _lock = instance::acquire(&state_dir, &socket_path)?;
     let store = Store::open(&state_dir.join("db"))?;
     let registry = Arc::new(Registry::new(store)?);
     let bound = match inherited {
-        Some(bound) => bound,
+        Some(listener) => socket::adopt(listener, &socket_path)?,
         None => socket::bind(&socket_path, &state_dir)?,
     };
     raise_fd_limit();
 
     let shutdown = CancellationToken::new();
-    let signals = watch_signals(shutdown.clone()).context("failed to install signal handlers")?;
+    let signals = watch_signals(shutdown.clone(), bound.file())
+        .context("failed to install signal handlers")?;
     let info = DaemonInfo {
         socket: bound.path.clone(),
         state_dir: state_dir.clone(),
         socket_activated: bound.activated,
+        access,
     };
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         socket = %bound.path.display(),
         state_dir = %state_dir.display(),
         socket_activated = bound.activated,
+        allow_group = args.allow_group,
         "rootsd is ready"
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));
@@ -93,10 +125,14 @@ async fn daemon(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// SIGTERM and SIGINT start a graceful shutdown; a second one exits at once. SIGHUP is logged and
-/// never stops the daemon: rootsd has no configuration file, so there is nothing to re-read
-/// beyond the log filter, which is fixed at start.
-fn watch_signals(shutdown: CancellationToken) -> std::io::Result<signal_hook_tokio::Handle> {
+/// SIGTERM and SIGINT start a graceful shutdown; a second one exits at once. SIGHUP (what
+/// `systemctl reload` sends) never stops the daemon: rootsd has no configuration file, so what it
+/// re-reads is the state of its socket file, which a clean-up of the runtime directory or a
+/// careless `rm` can remove while the daemon keeps listening on a name nobody can reach.
+fn watch_signals(
+    shutdown: CancellationToken,
+    socket: SocketFile,
+) -> std::io::Result<signal_hook_tokio::Handle> {
     let forced = Arc::new(AtomicBool::new(false));
     for sig in [SIGTERM, SIGINT] {
         // Registered first, so that it sees the flag before the second handler sets it: the
@@ -109,7 +145,7 @@ fn watch_signals(shutdown: CancellationToken) -> std::io::Result<signal_hook_tok
     tokio::spawn(async move {
         while let Some(signal) = signals.next().await {
             if signal == SIGHUP {
-                tracing::info!("SIGHUP received: nothing to reload; still serving");
+                reload(&socket);
                 continue;
             }
             tracing::info!(signal, "shutting down");
@@ -118,6 +154,17 @@ fn watch_signals(shutdown: CancellationToken) -> std::io::Result<signal_hook_tok
         }
     });
     Ok(handle)
+}
+
+/// What SIGHUP does: re-check the socket file and say what was found.
+fn reload(socket: &SocketFile) {
+    match socket.check() {
+        Ok(()) => tracing::info!(
+            socket = %socket.path().display(),
+            "SIGHUP: reloaded; the socket file is in place and rootsd is still serving"
+        ),
+        Err(problem) => tracing::warn!("SIGHUP: reloaded; {problem}"),
+    }
 }
 
 /// Each MCP session holds a connection, so the soft file-descriptor limit (often 1024) would cap

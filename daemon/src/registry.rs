@@ -37,6 +37,9 @@ pub struct Registry {
     next_session_id: AtomicU64,
     /// Woken whenever a session fetches roots or goes away, for `wait`.
     progress: Notify,
+    /// Bumped whenever the totals `systemd::supervise` reports (roots, workspaces, sessions,
+    /// revision) may have changed, so that systemd's status line follows without polling.
+    counts: watch::Sender<u64>,
     clients: AtomicUsize,
     started: Instant,
 }
@@ -64,6 +67,7 @@ impl Registry {
             sessions: Mutex::new(BTreeMap::new()),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
+            counts: watch::channel(0).0,
             clients: AtomicUsize::new(0),
             started: Instant::now(),
         })
@@ -90,6 +94,17 @@ impl Registry {
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
         let model = self.model.lock().await;
         snapshot_of(&model, workspace)
+    }
+
+    /// Resolves, through [`watch::Receiver::changed`], each time the totals or the session count
+    /// may have changed. Bursts coalesce: a slow receiver sees one change, not each of them.
+    pub fn subscribe_counts(&self) -> watch::Receiver<u64> {
+        self.counts.subscribe()
+    }
+
+    fn counts_changed(&self) {
+        self.counts
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
     /// Store revision, total roots and workspace count.
@@ -226,6 +241,7 @@ impl Registry {
         result.notified_sessions = self.notifiable_sessions(workspace);
         let snapshot = Arc::new(snapshot_of(model, workspace));
         self.publish(snapshot);
+        self.counts_changed();
         Ok(result)
     }
 
@@ -272,6 +288,7 @@ impl Registry {
             .lock()
             .expect("sessions lock")
             .insert(id, record);
+        self.counts_changed();
         Session {
             registry: self,
             id,
@@ -377,6 +394,7 @@ impl Drop for Session<'_> {
             .expect("sessions lock")
             .remove(&self.id);
         self.registry.progress.notify_waiters();
+        self.registry.counts_changed();
     }
 }
 

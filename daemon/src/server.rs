@@ -1,5 +1,6 @@
 //! The accept loop: [`run`] serves a listener until the shutdown token fires, then drains.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,19 +16,34 @@ use crate::registry::Registry;
 /// thousands of sessions; past it, new connections wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 16_384;
 
-/// What `status` reports about where the daemon lives.
+/// What `status` reports about where the daemon lives, and who it lets in.
 #[derive(Clone, Debug)]
 pub struct DaemonInfo {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub socket_activated: bool,
+    pub access: Access,
+}
+
+/// Who may talk to the daemon, decided from the peer's credentials at accept time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Only the daemon's own user. The default: a per-user daemon serves nobody else.
+    #[default]
+    Owner,
+    /// The daemon's own user, and every peer whose group or supplementary groups include the
+    /// socket file's group (`rootsd --allow-group`, for the system-wide units). The socket file's
+    /// permissions (`SocketGroup=`, `SocketMode=0660`) are then the access control; this check
+    /// repeats them, so that a peer that got a connection some other way is still refused.
+    OwnerOrSocketGroup,
 }
 
 /// Serves `listener` until `shutdown` is cancelled, then waits for every connection to finish
 /// what it is doing and flushes the store.
 ///
-/// Connections from another user are refused and logged. The caller owns the listener's socket
-/// file and removes it afterwards if it created it.
+/// Connections that `info.access` does not admit (by default, those of any other user) are
+/// refused and logged. The caller owns the listener's socket file and removes it afterwards if
+/// it created it.
 pub async fn run(
     listener: Listener,
     registry: Arc<Registry>,
@@ -56,7 +72,7 @@ pub async fn run(
                 }
             },
         };
-        let Some(peer) = admit(&stream, our_uid) else {
+        let Some(peer) = admit(&stream, our_uid, &info) else {
             continue;
         };
         let span = tracing::info_span!("conn", pid = peer.pid);
@@ -87,23 +103,192 @@ struct Peer {
     pid: Option<i32>,
 }
 
-/// Checks the peer's credentials: only our own user may talk to the daemon.
-fn admit(stream: &Stream, our_uid: u32) -> Option<Peer> {
-    match stream.peer_creds() {
-        Ok(creds) if creds.euid() == Some(our_uid) => Some(Peer {
-            pid: creds.pid(),
-        }),
-        Ok(creds) => {
+/// Checks the peer's credentials against the daemon's [`Access`] policy, logging refusals.
+fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Option<Peer> {
+    let creds = match stream.peer_creds() {
+        Ok(creds) => creds,
+        Err(err) => {
+            tracing::warn!(error = %err, "refused a connection whose credentials could not be read");
+            return None;
+        }
+    };
+    let peer = PeerIds {
+        uid: creds.euid(),
+        gid: creds.egid(),
+        pid: creds.pid(),
+    };
+    let socket_group = || match std::fs::metadata(&info.socket) {
+        Ok(meta) => Some(meta.gid()),
+        Err(err) => {
             tracing::warn!(
-                peer_uid = ?creds.euid(),
-                peer_pid = ?creds.pid(),
-                "refused a connection from another user"
+                socket = %info.socket.display(),
+                error = %err,
+                "cannot read the socket file's group; admitting only rootsd's own user"
             );
             None
         }
-        Err(err) => {
-            tracing::warn!(error = %err, "refused a connection whose credentials could not be read");
-            None
+    };
+    if admits(info.access, our_uid, &peer, socket_group, || {
+        peer.pid
+            .map(|pid| supplementary_groups(pid, peer.uid))
+            .unwrap_or_default()
+    }) {
+        return Some(Peer { pid: peer.pid });
+    }
+    match info.access {
+        Access::Owner => tracing::warn!(
+            peer_uid = ?peer.uid,
+            peer_pid = ?peer.pid,
+            "refused a connection from another user"
+        ),
+        Access::OwnerOrSocketGroup => tracing::warn!(
+            peer_uid = ?peer.uid,
+            peer_gid = ?peer.gid,
+            peer_pid = ?peer.pid,
+            "refused a connection from a user who is not in the socket's group"
+        ),
+    }
+    None
+}
+
+/// The credentials the kernel recorded for a peer when it connected.
+struct PeerIds {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    pid: Option<i32>,
+}
+
+/// The admission rule. The socket's group and the peer's supplementary groups cost a system
+/// call or a file read each, so they are only looked up for a peer of another user in
+/// [`Access::OwnerOrSocketGroup`] mode.
+fn admits(
+    access: Access,
+    our_uid: u32,
+    peer: &PeerIds,
+    socket_group: impl FnOnce() -> Option<u32>,
+    supplementary: impl FnOnce() -> Vec<u32>,
+) -> bool {
+    if peer.uid == Some(our_uid) {
+        return true;
+    }
+    if access != Access::OwnerOrSocketGroup {
+        return false;
+    }
+    let Some(group) = socket_group() else {
+        return false;
+    };
+    peer.gid == Some(group) || supplementary().contains(&group)
+}
+
+/// The supplementary groups of process `pid`, from `/proc/<pid>/status`; empty if unreadable.
+///
+/// `SO_PEERCRED` carries only the primary group. The process could have exited and its pid been
+/// reused between connecting and this read, so the groups count only while the file still shows
+/// the peer's effective uid.
+fn supplementary_groups(pid: i32, peer_uid: Option<u32>) -> Vec<u32> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    match parse_proc_status(&text) {
+        (euid, groups) if euid.is_some() && euid == peer_uid => groups,
+        _ => Vec::new(),
+    }
+}
+
+/// The effective uid and the supplementary groups in a `/proc/<pid>/status` text.
+fn parse_proc_status(text: &str) -> (Option<u32>, Vec<u32>) {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .unwrap_or_default()
+    };
+    // "Uid:" lists the real, effective, saved and filesystem uids, in that order.
+    let euid = field("Uid:")
+        .split_whitespace()
+        .nth(1)
+        .and_then(|u| u.parse().ok());
+    let groups = field("Groups:")
+        .split_whitespace()
+        .filter_map(|g| g.parse().ok())
+        .collect();
+    (euid, groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OURS: u32 = 1000;
+    const GROUP: u32 = 4242;
+
+    fn peer(uid: u32, gid: u32) -> PeerIds {
+        PeerIds {
+            uid: Some(uid),
+            gid: Some(gid),
+            pid: Some(1),
         }
+    }
+
+    fn no_lookup<T>() -> T {
+        panic!("nothing needs looking up for this peer")
+    }
+
+    #[test]
+    fn the_owner_is_always_admitted_without_any_lookup() {
+        for access in [Access::Owner, Access::OwnerOrSocketGroup] {
+            assert!(admits(access, OURS, &peer(OURS, 1), no_lookup, no_lookup));
+        }
+    }
+
+    #[test]
+    fn strict_mode_refuses_other_users_even_in_the_socket_group() {
+        assert!(!admits(
+            Access::Owner,
+            OURS,
+            &peer(2000, GROUP),
+            no_lookup,
+            no_lookup
+        ));
+    }
+
+    #[test]
+    fn group_mode_admits_the_socket_group_as_primary_or_supplementary_group() {
+        let group = || Some(GROUP);
+        let access = Access::OwnerOrSocketGroup;
+        assert!(admits(access, OURS, &peer(2000, GROUP), group, no_lookup));
+        assert!(admits(access, OURS, &peer(2000, 7), group, || vec![
+            3, GROUP
+        ]));
+        assert!(!admits(access, OURS, &peer(2000, 7), group, || vec![3, 8]));
+        // Without a readable socket file there is no group to be a member of.
+        assert!(!admits(
+            access,
+            OURS,
+            &peer(2000, GROUP),
+            || None,
+            no_lookup
+        ));
+    }
+
+    #[test]
+    fn a_peer_without_credentials_is_refused() {
+        let anonymous = PeerIds {
+            uid: None,
+            gid: None,
+            pid: None,
+        };
+        let access = Access::OwnerOrSocketGroup;
+        assert!(!admits(access, OURS, &anonymous, || Some(GROUP), Vec::new));
+    }
+
+    #[test]
+    fn proc_status_gives_the_effective_uid_and_supplementary_groups() {
+        let text = "Name:\tagent\nUid:\t1000\t2000\t2000\t2000\nGid:\t100\t100\t100\t100\nGroups:\t4242 27 \nVmPeak:\t1 kB\n";
+        assert_eq!(parse_proc_status(text), (Some(2000), vec![4242, 27]));
+        assert_eq!(
+            parse_proc_status("Uid:\t1\t1\t1\t1\nGroups:\t\n"),
+            (Some(1), vec![])
+        );
+        assert_eq!(parse_proc_status(""), (None, vec![]));
     }
 }

@@ -100,12 +100,25 @@ impl FileId {
 }
 
 /// Takes the socket systemd passed with `LISTEN_FDS`, if any.
-pub fn inherited(path: &Path) -> Result<Option<BoundSocket>, SocketError> {
+///
+/// Call this before starting any thread: listenfd removes `LISTEN_FDS` and `LISTEN_PID` from the
+/// environment, which is only sound while no other thread can be reading it. Then hand the
+/// listener to [`adopt`] inside the runtime.
+pub fn take_inherited() -> Result<Option<std::os::unix::net::UnixListener>, SocketError> {
+    listenfd::ListenFd::from_env()
+        .take_unix_listener(0)
+        .map_err(SocketError::Inherited)
+}
+
+/// Serves on the socket systemd passed. Its file belongs to systemd and is never removed: the
+/// listener gets no clean-up guard, and the returned socket records nothing to remove.
+///
+/// Must run inside the tokio runtime, which the listener registers with.
+pub fn adopt(
+    std_listener: std::os::unix::net::UnixListener,
+    configured: &Path,
+) -> Result<BoundSocket, SocketError> {
     use interprocess::os::unix::uds_local_socket::tokio::Listener as UdsListener;
-    let mut fds = listenfd::ListenFd::from_env();
-    let Some(std_listener) = fds.take_unix_listener(0).map_err(SocketError::Inherited)? else {
-        return Ok(None);
-    };
     let actual = std_listener
         .local_addr()
         .ok()
@@ -115,24 +128,24 @@ pub fn inherited(path: &Path) -> Result<Option<BoundSocket>, SocketError> {
         .map_err(SocketError::Inherited)?
         .into();
     let path = match actual {
-        Some(actual) if actual != path => {
+        Some(actual) if actual != configured => {
             tracing::warn!(
-                configured = %path.display(),
+                configured = %configured.display(),
                 inherited = %actual.display(),
                 "systemd's socket is not at the configured path; clients must use the inherited one"
             );
             actual
         }
         Some(actual) => actual,
-        None => path.to_path_buf(),
+        None => configured.to_path_buf(),
     };
-    Ok(Some(BoundSocket {
+    Ok(BoundSocket {
         listener,
         path,
         activated: true,
         created: None,
         record: None,
-    }))
+    })
 }
 
 /// Binds a new socket at `path`, reclaiming a stale one only if we made it.
@@ -196,7 +209,68 @@ pub struct SocketCloser {
     record: Option<PathBuf>,
 }
 
+/// What clients need in order to reach the daemon: the socket file at its path. Kept apart from
+/// the listener so that it can be re-checked while [`crate::server::run`] owns the listener.
+#[derive(Clone, Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    /// The identity of the file we created; `None` when systemd owns the file.
+    created: Option<FileId>,
+}
+
+/// Why clients can no longer reach the daemon through its socket file.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketFileProblem {
+    #[error(
+        "the socket file {path} is gone, so new clients cannot connect: restart rootsd (under systemd: `systemctl --user restart rootsd.socket`, which restarts the service too)"
+    )]
+    Missing { path: PathBuf },
+    #[error(
+        "{path} is no longer the socket rootsd listens on (someone replaced it), so new clients reach something else: restart rootsd"
+    )]
+    Replaced { path: PathBuf },
+    #[error("could not inspect the socket file {path}: {error}")]
+    Unreadable { path: PathBuf, error: io::Error },
+}
+
+impl SocketFile {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks that the file clients connect to is still the one we listen on. For a socket rootsd
+    /// bound that is an exact identity; a socket systemd passed can only be checked to still be
+    /// a socket at its path.
+    pub fn check(&self) -> Result<(), SocketFileProblem> {
+        let path = self.path.clone();
+        let meta = match fs::symlink_metadata(&self.path) {
+            Ok(meta) => meta,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Err(SocketFileProblem::Missing { path });
+            }
+            Err(error) => return Err(SocketFileProblem::Unreadable { path, error }),
+        };
+        let same = match self.created {
+            Some(id) => FileId::of(&meta) == id,
+            None => meta.file_type().is_socket(),
+        };
+        if same {
+            Ok(())
+        } else {
+            Err(SocketFileProblem::Replaced { path })
+        }
+    }
+}
+
 impl BoundSocket {
+    /// The socket file, for re-checking it later (on SIGHUP).
+    pub fn file(&self) -> SocketFile {
+        SocketFile {
+            path: self.path.clone(),
+            created: self.created,
+        }
+    }
+
     /// Separates the listener, which [`crate::server::run`] consumes, from the clean-up of its
     /// file.
     pub fn split(self) -> (Listener, SocketCloser) {
