@@ -308,8 +308,7 @@ impl Registry {
         self.sessions.lock().expect("sessions lock").len()
     }
 
-    /// Sessions of `workspace` that will be told about a change: those that declared
-    /// `listChanged` and speak the handshake era (or have not said yet).
+    /// Sessions of `workspace` that will be told about a change (see [`is_notifiable`]).
     fn notifiable_sessions(&self, workspace: &WorkspaceName) -> usize {
         let sessions = self.sessions.lock().expect("sessions lock");
         sessions
@@ -407,8 +406,15 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
+/// Whether a change to `workspace` will reach this session's server as `list_changed`: it
+/// declared `listChanged`, speaks the handshake era (or has not said yet), and has fetched roots
+/// before (the proxy notifies only servers that hold a list: one that never asked has nothing to
+/// refresh).
 fn is_notifiable(session: &SessionRecord, workspace: &WorkspaceName) -> bool {
-    &session.workspace == workspace && session.list_changed && session.update.era != Era::Stateless
+    &session.workspace == workspace
+        && session.list_changed
+        && session.update.era != Era::Stateless
+        && session.update.fetched_revision.is_some()
 }
 
 fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {

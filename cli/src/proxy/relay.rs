@@ -83,6 +83,11 @@ pub struct Relay {
     /// Set once waiting for the daemon's first list has taken too long: requests are then
     /// answered with an error at once until a list arrives.
     unavailable: bool,
+    /// A `roots/list` was answered with an error, which promised a `list_changed` once rootsd
+    /// is reachable.
+    owe_notification: bool,
+    /// 2026-07-28 exchanges whose `roots/list` input requests wait for the daemon's first list.
+    parked: Vec<(Exchange, Value)>,
     /// In-flight 2026-07-28 requests, keyed by the id the server knows them by.
     exchanges: HashMap<String, Exchange>,
     /// `roots/list` keys of `input_required` results passed to the host, keyed by their
@@ -107,6 +112,8 @@ impl Relay {
             notification_outstanding: false,
             waiting: Vec::new(),
             unavailable: false,
+            owe_notification: false,
+            parked: Vec::new(),
             exchanges: HashMap::new(),
             held: HashMap::new(),
             next_retry: 1,
@@ -188,6 +195,11 @@ impl Relay {
         for id in std::mem::take(&mut self.waiting) {
             self.answer_roots_list(id);
         }
+        for (exchange, response) in std::mem::take(&mut self.parked) {
+            if let Some(response) = self.finish_exchange(exchange, response) {
+                self.emit(Output::ToHost(to_line(&response)));
+            }
+        }
         self.maybe_notify();
     }
 
@@ -197,9 +209,21 @@ impl Relay {
         for id in std::mem::take(&mut self.waiting) {
             self.answer_unavailable(id);
         }
+        for (exchange, _) in std::mem::take(&mut self.parked) {
+            let error = json!({
+                "jsonrpc": "2.0",
+                "id": exchange.host_id,
+                "error": {
+                    "code": -32603,
+                    "message": "the server asked for roots, but rootsd is not reachable; retry once it is",
+                },
+            });
+            self.emit(Output::ToHost(to_line(&error)));
+        }
     }
 
     fn answer_unavailable(&mut self, id: Value) {
+        self.owe_notification = true;
         {
             let error = json!({
                 "jsonrpc": "2.0",
@@ -407,6 +431,11 @@ impl Relay {
             }
             return Some(response);
         }
+        if self.snapshot.is_none() && !self.unavailable {
+            // No list yet: answering now would tell the server there are no roots.
+            self.parked.push((exchange, response));
+            return None;
+        }
         if exchange.rounds >= MAX_MRTR_ROUNDS {
             return Some(json!({
                 "jsonrpc": "2.0",
@@ -532,7 +561,8 @@ impl Relay {
         let Some(newest) = self.snapshot.as_ref().map(|s| s.revision) else {
             return;
         };
-        let stale = self.served_revision.is_some_and(|served| served != newest);
+        let stale =
+            self.owe_notification || self.served_revision.is_some_and(|served| served != newest);
         if !self.list_changed
             || self.era == Era::Stateless
             || !self.initialized
@@ -542,6 +572,7 @@ impl Relay {
             return;
         }
         self.notification_outstanding = true;
+        self.owe_notification = false;
         self.emit(Output::ToServer(
             br#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.to_vec(),
         ));
@@ -970,6 +1001,48 @@ mod tests {
         let forwarded = &lines(&out, false)[0];
         assert_eq!(forwarded.as_array().unwrap().len(), 1);
         assert_eq!(forwarded[0]["method"], "notifications/message");
+    }
+
+    #[test]
+    fn a_server_refused_for_want_of_a_list_is_notified_once_one_arrives() {
+        let mut relay = Relay::new(true);
+        host(
+            &mut relay,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}),
+        );
+        host(
+            &mut relay,
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        );
+        server(
+            &mut relay,
+            json!({"jsonrpc":"2.0","id":1,"method":"roots/list"}),
+        );
+        relay.give_up_waiting();
+        relay.take_output();
+        relay.roots_changed(snapshot(1, &["a"]));
+        assert_eq!(list_changed_count(&relay.take_output()), 1);
+    }
+
+    #[test]
+    fn input_required_before_any_list_waits_for_it() {
+        let mut relay = Relay::new(true);
+        host(&mut relay, modern_call(json!(3)));
+        let out = server(
+            &mut relay,
+            json!({"jsonrpc":"2.0","id":3,"result":{"resultType":"input_required",
+                "inputRequests":{"ws":{"method":"roots/list"}},"requestState":"s"}}),
+        );
+        assert!(
+            out.is_empty(),
+            "nothing may be answered without a list: {out:?}"
+        );
+        relay.roots_changed(snapshot(2, &["a"]));
+        let retry = &lines(&relay.take_output(), true)[0];
+        assert_eq!(
+            retry["params"]["inputResponses"]["ws"],
+            json!({"roots":[{"uri":"file:///a","name":"a"}]})
+        );
     }
 
     #[test]
