@@ -1,0 +1,14 @@
+//! End-to-end tests of `rootsctl proxy`: a stdio MCP server behind rootsd, driven by a test that
+//! plays the host. Interop tests run the real reference filesystem server (node, installed with
+//! `npm ci --prefix tests/interop`); the others run a scripted fake server
+//! (tests/fixtures/fake_mcp_server.py, Python 3) that logs every message it receives.
+//!
+//! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
+
+#[path = "proxy/support.rs"]
+mod support;
+
+#[path = "proxy/fake.rs"]
+mod fake;
+#[path = "proxy/interop.rs"]
+mod interop;
