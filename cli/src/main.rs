@@ -20,12 +20,20 @@ fn main() -> ExitCode {
     // the other commands may hold it.
     let result = match cli.command {
         Command::Completions { shell } => completions(shell),
-        Command::Proxy(args) => runtime().block_on(async {
-            match rootsctl::proxy::run(&target, args).await? {
-                0 => Ok(()),
-                status => Err(ServerExit(status).into()),
-            }
-        }),
+        Command::Proxy(args) => {
+            let runtime = runtime();
+            let result = runtime.block_on(async {
+                match rootsctl::proxy::run(&target, args).await? {
+                    0 => Ok(()),
+                    status => Err(ServerExit(status).into()),
+                }
+            });
+            // The read of our stdin runs on a blocking thread that cannot be cancelled; when the
+            // server exits first, the host may still hold stdin open, and waiting for that read
+            // would keep the proxy alive after its server is gone.
+            runtime.shutdown_background();
+            result
+        }
         command => {
             let mut out = io::stdout().lock();
             runtime()

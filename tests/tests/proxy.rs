@@ -12,3 +12,5 @@ mod support;
 mod fake;
 #[path = "proxy/interop.rs"]
 mod interop;
+#[path = "proxy/lifecycle.rs"]
+mod lifecycle;
