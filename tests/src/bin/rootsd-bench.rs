@@ -97,7 +97,7 @@ fn roots_list_latency(sandbox: &Sandbox) {
             break message["result"].clone();
         }
     };
-    drop(send);
+    drop(to_proxy);
     let _ = proxy.kill();
     let _ = proxy.wait();
     let quantile = |kind: &str, q: f64| {
