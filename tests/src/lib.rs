@@ -201,6 +201,34 @@ pub fn output_within(cmd: &mut Command) -> Output {
     }
 }
 
+/// Everything a process wrote to stdout, as text.
+pub fn stdout_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Everything a process wrote to stderr, as text.
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts that a process exited with `code`, showing its output otherwise.
+#[track_caller]
+pub fn assert_exit(output: &Output, code: i32, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}: expected exit status {code}, got {}\nstdout: {}\nstderr: {}",
+        output.status,
+        stdout_of(output),
+        stderr_of(output)
+    );
+}
+
+/// `rootsctl ARGS` for `sandbox`, with a deadline.
+pub fn ctl(sandbox: &Sandbox, args: &[&str]) -> Output {
+    output_within(sandbox.rootsctl().args(args))
+}
+
 /// Whether something accepts connections at `socket` and answers a hello.
 pub fn answers(socket: &Path) -> bool {
     let Ok(stream) = UnixStream::connect(socket) else {

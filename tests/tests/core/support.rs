@@ -7,36 +7,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, Sandbox, output_within};
+use rootsd_tests::{PATIENCE, Sandbox};
 use serde_json::Value;
 
-/// Everything a process wrote to stderr, as text.
-pub fn stderr_of(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Everything a process wrote to stdout, as text.
-pub fn stdout_of(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Asserts that a process exited with `code`, showing its output otherwise.
-#[track_caller]
-pub fn assert_exit(output: &Output, code: i32, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: expected exit status {code}, got {}\nstdout: {}\nstderr: {}",
-        output.status,
-        stdout_of(output),
-        stderr_of(output)
-    );
-}
-
-/// Runs `rootsctl ARGS` with a deadline.
-pub fn ctl(sandbox: &Sandbox, args: &[&str]) -> Output {
-    output_within(sandbox.rootsctl().args(args))
-}
+pub use rootsd_tests::{assert_exit, ctl, stderr_of, stdout_of};
 
 /// Runs `rootsctl ARGS`, which must print one JSON value and succeed, and parses it.
 #[track_caller]

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -445,30 +445,7 @@ impl Drop for Proxy {
     }
 }
 
-/// `rootsctl ARGS` with a deadline.
-pub fn ctl(sb: &Sandbox, args: &[&str]) -> Output {
-    output_within(sb.rootsctl().args(args))
-}
-
-pub fn stderr_of(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-pub fn stdout_of(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-#[track_caller]
-pub fn assert_exit(output: &Output, code: i32, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: expected exit status {code}, got {}\nstdout: {}\nstderr: {}",
-        output.status,
-        stdout_of(output),
-        stderr_of(output)
-    );
-}
+pub use rootsd_tests::{assert_exit, ctl, stderr_of, stdout_of};
 
 /// `rootsctl add PATH… --wait --json [EXTRA…]`, which must succeed; returns the change (parsed)
 /// and what it said on stderr.

@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -302,15 +302,4 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Asserts that a process exited with `code`, showing its output otherwise.
-#[track_caller]
-pub fn assert_exit(output: &Output, code: i32, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: expected exit status {code}, got {}\nstdout: {}\nstderr: {}",
-        output.status,
-        text(&output.stdout),
-        text(&output.stderr)
-    );
-}
+pub use rootsd_tests::assert_exit;
