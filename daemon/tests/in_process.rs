@@ -1,0 +1,96 @@
+//! The daemon started in-process through `server::run`, the way a test or an embedding program
+//! injects what it touches: its own socket, its own store, its own shutdown token.
+
+use std::sync::Arc;
+
+use rootsd::registry::Registry;
+use rootsd::server::{self, Access, DaemonInfo};
+use rootsd::store::Store;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
+
+struct Line {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Line {
+    async fn connect(path: &std::path::Path) -> Self {
+        let (read, writer) = UnixStream::connect(path)
+            .await
+            .expect("connect")
+            .into_split();
+        Self {
+            reader: BufReader::new(read),
+            writer,
+        }
+    }
+
+    async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.writer
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .expect("write");
+        let mut line = String::new();
+        self.reader.read_line(&mut line).await.expect("read");
+        serde_json::from_str(&line).expect("JSON")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_change() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("state dir");
+    let socket_path = dir.path().join("s.sock");
+    let store = Store::open(&state.join("db")).expect("open the store");
+    let registry = Arc::new(Registry::new(store).expect("load the store"));
+    let (listener, closer) = rootsd::socket::bind(&socket_path, &state)
+        .expect("bind")
+        .split();
+    let shutdown = CancellationToken::new();
+    let info = DaemonInfo {
+        socket: socket_path.clone(),
+        state_dir: state.clone(),
+        socket_activated: false,
+        access: Access::Owner,
+    };
+    let daemon = tokio::spawn(server::run(listener, registry, info, shutdown.clone()));
+
+    let mut client = Line::connect(&socket_path).await;
+    let hello = client
+        .call(1, "hello", json!({"protocol_version": 1}))
+        .await;
+    assert_eq!(hello["result"]["protocol_version"], 1, "{hello}");
+    let added = client
+        .call(
+            2,
+            "roots.add",
+            json!({"roots": [{"uri": "file:///srv/app"}]}),
+        )
+        .await;
+    assert_eq!(added["result"]["revision"], 1, "{added}");
+    shutdown.cancel();
+    daemon
+        .await
+        .expect("the server task")
+        .expect("run ends cleanly");
+    closer.close();
+    assert!(
+        !socket_path.exists(),
+        "the socket rootsd created is removed"
+    );
+
+    let reopened = Store::open(&state.join("db")).expect("reopen the store");
+    let contents = reopened.load().expect("load");
+    assert_eq!(contents.revision, 1);
+    let roots: Vec<&str> = contents
+        .workspaces
+        .values()
+        .flat_map(|w| w.roots.iter().map(|r| r.uri.as_str()))
+        .collect();
+    assert_eq!(roots, vec!["file:///srv/app"]);
+}
