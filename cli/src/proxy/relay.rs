@@ -161,6 +161,11 @@ impl Relay {
 
     /// A line from the server.
     pub fn from_server(&mut self, line: &[u8]) {
+        // Most server lines are results the proxy only passes on, some of them megabytes of file
+        // contents: a glance at `id` and `method` decides, without building the whole message.
+        if !self.concerns_proxy(line) {
+            return self.emit(Output::ToHost(line.to_vec()));
+        }
         let Ok(message) = serde_json::from_slice::<Value>(line) else {
             return self.emit(Output::ToHost(line.to_vec()));
         };
@@ -179,6 +184,38 @@ impl Relay {
                     self.emit(Output::ToHost(out));
                 }
             }
+        }
+    }
+
+    /// Whether a server line may need more than forwarding. Errs on the side of yes: anything
+    /// that is not a plain JSON object is looked at in full.
+    fn concerns_proxy(&self, line: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Glance {
+            #[serde(default)]
+            id: Option<Value>,
+            #[serde(default)]
+            method: Option<String>,
+        }
+        let starts_object = line
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b == b'{');
+        let Some(glance) = starts_object
+            .then(|| serde_json::from_slice::<Glance>(line).ok())
+            .flatten()
+        else {
+            return true;
+        };
+        match (glance.method.as_deref(), &glance.id) {
+            (Some("roots/list" | "notifications/cancelled"), _) => true,
+            (Some(_), _) => false,
+            (None, Some(id)) => {
+                self.initialize_id.as_ref() == Some(id)
+                    || self.exchanges.contains_key(&id_key(id))
+                    || (self.server.is_none() && self.era == Era::Stateless)
+            }
+            (None, None) => false,
         }
     }
 
@@ -1043,6 +1080,17 @@ mod tests {
             retry["params"]["inputResponses"]["ws"],
             json!({"roots":[{"uri":"file:///a","name":"a"}]})
         );
+    }
+
+    #[test]
+    fn results_the_proxy_does_not_own_pass_untouched_at_any_size() {
+        let mut relay = initialized(true);
+        let big = format!(
+            r#"{{"jsonrpc":"2.0", "id":77,"result":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            "x".repeat(1 << 20)
+        );
+        relay.from_server(big.as_bytes());
+        assert_eq!(relay.take_output(), vec![Output::ToHost(big.into_bytes())]);
     }
 
     #[test]
