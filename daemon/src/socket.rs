@@ -189,6 +189,11 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
                 io_err("bind the socket at", e)
             }
         })?;
+    // The sticky bit exempts the file from the periodic clean-up the XDG base directory
+    // specification allows in $XDG_RUNTIME_DIR, which would otherwise leave a running daemon
+    // that nobody can reach. It changes nothing else for a socket.
+    fs::set_permissions(path, fs::Permissions::from_mode(0o1600))
+        .map_err(|e| io_err("set the sticky bit on", e))?;
     let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
     let id = FileId::of(&meta);
     let record = state_dir.join(SOCKET_RECORD);

@@ -92,6 +92,24 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens like [`Store::open`], but waits up to `patience` for a previous `Store` of this
+    /// process to let go of the directory: sled releases its lock from a background thread some
+    /// time after the last handle is dropped. For restarting a store in-process, as tests do.
+    pub fn reopen(dir: &Path, patience: std::time::Duration) -> Result<Self, StoreError> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match Self::open(dir) {
+                Err(StoreError::Open { error, .. })
+                    if error.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn check_schema(&self) -> Result<(), StoreError> {
         match self.tree.get(SCHEMA_KEY)? {
             None => {
@@ -198,6 +216,8 @@ impl From<&StoredRootV1> for Root {
 mod tests {
     use super::*;
 
+    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
     fn ws(name: &str) -> WorkspaceName {
         WorkspaceName::new(name).unwrap()
     }
@@ -216,7 +236,7 @@ mod tests {
             let store = Store::open(dir.path()).unwrap();
             store.commit(3, &ws("work"), &contents).await.unwrap();
         }
-        let loaded = Store::open(dir.path()).unwrap().load().unwrap();
+        let loaded = Store::reopen(dir.path(), PATIENCE).unwrap().load().unwrap();
         assert_eq!(loaded.revision, 3);
         assert_eq!(loaded.workspaces[&ws("work")], contents);
     }
@@ -239,9 +259,11 @@ mod tests {
             store.tree.insert(SCHEMA_KEY, &9u32.to_be_bytes()).unwrap();
             store.tree.flush().unwrap();
         }
-        assert!(matches!(
-            Store::open(dir.path()),
-            Err(StoreError::UnknownSchema { found: 9 })
-        ));
+        let reopened = Store::reopen(dir.path(), PATIENCE);
+        assert!(
+            matches!(reopened, Err(StoreError::UnknownSchema { found: 9 })),
+            "{:?}",
+            reopened.err()
+        );
     }
 }

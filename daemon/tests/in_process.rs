@@ -84,7 +84,8 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
         "the socket rootsd created is removed"
     );
 
-    let reopened = Store::open(&state.join("db")).expect("reopen the store");
+    let reopened = Store::reopen(&state.join("db"), std::time::Duration::from_secs(10))
+        .expect("reopen the store");
     let contents = reopened.load().expect("load");
     assert_eq!(contents.revision, 1);
     let roots: Vec<&str> = contents
