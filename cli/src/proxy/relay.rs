@@ -10,7 +10,7 @@
 //! - 2026-07-28 era: requests gain `roots: {}` in their client capabilities, and `roots/list`
 //!   entries of `input_required` results are answered here, retrying with a new id.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{Era, RootsSnapshot, ServerInfo};
@@ -26,6 +26,8 @@ const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const MRTR_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 /// How many times the proxy retries one request on its own before giving up, as the SDKs do.
 pub const MAX_MRTR_ROUNDS: u32 = 10;
+/// How many answered `roots/list` ids the proxy remembers for late cancellations.
+const ANSWERED_MEMORY: usize = 32;
 /// Prefix of the ids the proxy gives its own retries; a string, so it never equals a host's
 /// numeric id, and distinctive, so it never equals a host's string id in practice.
 const RETRY_ID_PREFIX: &str = "rootsd-retry-";
@@ -80,6 +82,9 @@ pub struct Relay {
     notification_outstanding: bool,
     /// Ids of the server's `roots/list` requests waiting for a first list from the daemon.
     waiting: Vec<Value>,
+    /// Ids (as JSON text) of the last `roots/list` requests the proxy answered, so that a late
+    /// cancellation of one is dropped rather than shown to a host that never saw the request.
+    answered: VecDeque<String>,
     /// Set once waiting for the daemon's first list has taken too long: requests are then
     /// answered with an error at once until a list arrives.
     unavailable: bool,
@@ -111,6 +116,7 @@ impl Relay {
             served_revision: None,
             notification_outstanding: false,
             waiting: Vec::new(),
+            answered: VecDeque::with_capacity(ANSWERED_MEMORY),
             unavailable: false,
             owe_notification: false,
             parked: Vec::new(),
@@ -390,8 +396,11 @@ impl Relay {
                 let cancelled = message.pointer("/params/requestId").cloned();
                 let before = self.waiting.len();
                 self.waiting.retain(|w| Some(w) != cancelled.as_ref());
+                let late = cancelled
+                    .as_ref()
+                    .is_some_and(|id| self.answered.contains(&id_key(id)));
                 // A cancellation of our own roots/list is ours alone; the host never saw it.
-                (self.waiting.len() == before).then_some(message)
+                (self.waiting.len() == before && !late).then_some(message)
             }
             (None, Some(id)) => {
                 self.learn_from_response(&id, &message);
@@ -575,7 +584,11 @@ impl Relay {
     }
 
     fn answer_roots_list(&mut self, id: Value) {
-        let id = serde_json::to_string(&id).expect("ids always serialise");
+        let id = id_key(&id);
+        if self.answered.len() == ANSWERED_MEMORY {
+            self.answered.pop_front();
+        }
+        self.answered.push_back(id.clone());
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
             self.roots_json
@@ -889,6 +902,25 @@ mod tests {
             .map(|m| m["id"].clone())
             .collect();
         assert_eq!(answered, vec![json!(2)]);
+    }
+
+    #[test]
+    fn a_late_cancel_of_an_answered_roots_list_is_dropped() {
+        let mut relay = initialized(true);
+        let out = server(
+            &mut relay,
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"r0"}}),
+        );
+        assert!(out.is_empty(), "{out:?}");
+        let other = server(
+            &mut relay,
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s9"}}),
+        );
+        assert_eq!(
+            lines(&other, false).len(),
+            1,
+            "other cancellations reach the host"
+        );
     }
 
     #[test]
