@@ -32,6 +32,23 @@ const ANSWERED_MEMORY: usize = 32;
 /// numeric id, and distinctive, so it never equals a host's string id in practice.
 const RETRY_ID_PREFIX: &str = "rootsd-retry-";
 
+/// Which way a line travels through the relay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    ToServer,
+    ToHost,
+}
+
+/// What the relay did with one message.
+enum Fate {
+    /// Forward it as it came.
+    Unchanged,
+    /// Forward the rewritten message.
+    Rewritten,
+    /// It was the proxy's alone; forward nothing.
+    Dropped,
+}
+
 /// Something the relay wants done.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
@@ -138,31 +155,7 @@ impl Relay {
 
     /// A line from the host.
     pub fn from_host(&mut self, line: &[u8]) {
-        let Ok(message) = serde_json::from_slice::<Value>(line) else {
-            // Not ours to judge: the server answers malformed input as it sees fit.
-            return self.emit(Output::ToServer(line.to_vec()));
-        };
-        match message {
-            Value::Array(batch) => {
-                let kept = self.each(batch, Self::host_message);
-                if let Some(kept) = self.forward_batch(line, kept, Output::ToServer) {
-                    for message in &kept {
-                        self.after_host_message(message);
-                    }
-                }
-            }
-            single => {
-                if let Some(message) = self.host_message(single.clone()) {
-                    let out = if message == single {
-                        line.to_vec()
-                    } else {
-                        to_line(&message)
-                    };
-                    self.emit(Output::ToServer(out));
-                    self.after_host_message(&message);
-                }
-            }
-        }
+        self.relay(line, Direction::ToServer);
     }
 
     /// A line from the server.
@@ -172,23 +165,52 @@ impl Relay {
         if !self.concerns_proxy(line) {
             return self.emit(Output::ToHost(line.to_vec()));
         }
-        let Ok(message) = serde_json::from_slice::<Value>(line) else {
-            return self.emit(Output::ToHost(line.to_vec()));
+        self.relay(line, Direction::ToHost);
+    }
+
+    /// Handles one line (a message, or a batch as 2025-03-26 allowed) travelling `direction`,
+    /// and forwards what is left of it: the original bytes if nothing changed, a re-serialised
+    /// message if something did, nothing if everything was the proxy's own.
+    fn relay(&mut self, line: &[u8], direction: Direction) {
+        let wrap = match direction {
+            Direction::ToServer => Output::ToServer,
+            Direction::ToHost => Output::ToHost,
         };
-        match message {
-            Value::Array(batch) => {
-                let kept = self.each(batch, Self::server_message);
-                self.forward_batch(line, kept, Output::ToHost);
-            }
-            single => {
-                if let Some(message) = self.server_message(single.clone()) {
-                    let out = if message == single {
-                        line.to_vec()
-                    } else {
-                        to_line(&message)
-                    };
-                    self.emit(Output::ToHost(out));
+        let Ok(message) = serde_json::from_slice::<Value>(line) else {
+            // Not ours to judge: the receiver answers malformed input as it sees fit.
+            return self.emit(wrap(line.to_vec()));
+        };
+        let is_batch = message.is_array();
+        let items = match message {
+            Value::Array(items) => items,
+            single => vec![single],
+        };
+        let mut kept = Vec::with_capacity(items.len());
+        let mut changed = false;
+        for mut item in items {
+            let fate = match direction {
+                Direction::ToServer => self.host_message(&mut item),
+                Direction::ToHost => self.server_message(&mut item),
+            };
+            match fate {
+                Fate::Unchanged => kept.push(item),
+                Fate::Rewritten => {
+                    changed = true;
+                    kept.push(item);
                 }
+                Fate::Dropped => changed = true,
+            }
+        }
+        let out = match (changed, kept.as_slice()) {
+            (false, _) => line.to_vec(),
+            (true, []) => return,
+            (true, [single]) if !is_batch => to_line(single),
+            (true, _) => to_line(&Value::Array(kept.clone())),
+        };
+        self.emit(wrap(out));
+        if direction == Direction::ToServer {
+            for message in &kept {
+                self.after_host_message(message);
             }
         }
     }
@@ -284,36 +306,8 @@ impl Relay {
         self.out.push(output);
     }
 
-    fn each(
-        &mut self,
-        batch: Vec<Value>,
-        handle: fn(&mut Self, Value) -> Option<Value>,
-    ) -> (bool, Vec<Value>) {
-        let original = batch.clone();
-        let kept: Vec<Value> = batch.into_iter().filter_map(|m| handle(self, m)).collect();
-        (kept == original, kept)
-    }
-
-    /// Forwards what is left of a batch (2025-03-26 allowed them): the original line if
-    /// nothing changed, a new array if some did, nothing if none is left. Returns what was sent.
-    fn forward_batch(
-        &mut self,
-        line: &[u8],
-        (unchanged, kept): (bool, Vec<Value>),
-        wrap: fn(Vec<u8>) -> Output,
-    ) -> Option<Vec<Value>> {
-        if unchanged {
-            self.emit(wrap(line.to_vec()));
-        } else if kept.is_empty() {
-            return None;
-        } else {
-            self.emit(wrap(to_line(&Value::Array(kept.clone()))));
-        }
-        Some(kept)
-    }
-
     /// Rewrites or drops one message from the host; `None` drops it.
-    fn host_message(&mut self, mut message: Value) -> Option<Value> {
+    fn host_message(&mut self, message: &mut Value) -> Fate {
         let method = message
             .get("method")
             .and_then(Value::as_str)
@@ -332,23 +326,26 @@ impl Relay {
                 } else {
                     json!({})
                 };
-                if let Some(params) = object_at(&mut message, "params")
+                if let Some(params) = object_at(message, "params")
                     && let Some(capabilities) = object_in(params, "capabilities")
                 {
                     capabilities.insert("roots".to_owned(), roots);
                 }
-                Some(message)
+                Fate::Rewritten
             }
-            (Some("notifications/roots/list_changed"), None) => None,
+            (Some("notifications/roots/list_changed"), None) => Fate::Dropped,
             (Some("notifications/cancelled"), None) => {
-                self.translate_cancel(&mut message);
-                Some(message)
+                if self.translate_cancel(message) {
+                    Fate::Rewritten
+                } else {
+                    Fate::Unchanged
+                }
             }
-            (Some(method), Some(id)) if is_modern(&message) => {
-                self.note_modern(&message);
-                add_roots_capability(&mut message);
+            (Some(method), Some(id)) if is_modern(message) => {
+                self.note_modern(message);
+                add_roots_capability(message);
                 if MRTR_METHODS.contains(&method) {
-                    self.answer_held(&mut message);
+                    self.answer_held(message);
                     self.exchanges.insert(
                         id_key(&id),
                         Exchange {
@@ -358,9 +355,9 @@ impl Relay {
                         },
                     );
                 }
-                Some(message)
+                Fate::Rewritten
             }
-            _ => Some(message),
+            _ => Fate::Unchanged,
         }
     }
 
@@ -375,7 +372,7 @@ impl Relay {
     }
 
     /// Handles one message from the server; `None` means it was for the proxy alone.
-    fn server_message(&mut self, message: Value) -> Option<Value> {
+    fn server_message(&mut self, message: &mut Value) -> Fate {
         let method = message
             .get("method")
             .and_then(Value::as_str)
@@ -390,7 +387,7 @@ impl Relay {
                 } else {
                     self.waiting.push(id);
                 }
-                None
+                Fate::Dropped
             }
             (Some("notifications/cancelled"), None) => {
                 let cancelled = message.pointer("/params/requestId").cloned();
@@ -399,17 +396,28 @@ impl Relay {
                 let late = cancelled
                     .as_ref()
                     .is_some_and(|id| self.answered.contains(&id_key(id)));
-                // A cancellation of our own roots/list is ours alone; the host never saw it.
-                (self.waiting.len() == before && !late).then_some(message)
-            }
-            (None, Some(id)) => {
-                self.learn_from_response(&id, &message);
-                match self.exchanges.remove(&id_key(&id)) {
-                    Some(exchange) => self.finish_exchange(exchange, message),
-                    None => Some(message),
+                // A cancellation of the proxy's own roots/list is for the proxy alone: the host
+                // never saw that request.
+                if self.waiting.len() < before || late {
+                    Fate::Dropped
+                } else {
+                    Fate::Unchanged
                 }
             }
-            _ => Some(message),
+            (None, Some(id)) => {
+                self.learn_from_response(&id, message);
+                let Some(exchange) = self.exchanges.remove(&id_key(&id)) else {
+                    return Fate::Unchanged;
+                };
+                match self.finish_exchange(exchange, std::mem::take(message)) {
+                    Some(response) => {
+                        *message = response;
+                        Fate::Rewritten
+                    }
+                    None => Fate::Dropped,
+                }
+            }
+            _ => Fate::Unchanged,
         }
     }
 
@@ -542,19 +550,22 @@ impl Relay {
     }
 
     /// The host cancels a request the proxy is retrying under another id: cancel that id.
-    fn translate_cancel(&mut self, message: &mut Value) {
+    /// Returns whether the message changed.
+    fn translate_cancel(&mut self, message: &mut Value) -> bool {
         let Some(host_id) = message.pointer("/params/requestId").cloned() else {
-            return;
+            return false;
         };
         let current = self
             .exchanges
             .iter()
             .find(|(_, e)| e.host_id == host_id)
             .map(|(_, e)| e.request["id"].clone());
-        if let Some(current) = current
-            && let Some(request_id) = message.pointer_mut("/params/requestId")
-        {
-            *request_id = current;
+        match (current, message.pointer_mut("/params/requestId")) {
+            (Some(current), Some(request_id)) if *request_id != current => {
+                *request_id = current;
+                true
+            }
+            _ => false,
         }
     }
 
