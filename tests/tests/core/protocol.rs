@@ -198,3 +198,51 @@ fn a_session_that_never_reads_delays_nobody_else() {
     }
     assert_serves(&mut control);
 }
+
+#[test]
+fn a_client_of_another_protocol_version_is_refused_with_both_versions_named() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut client = RawClient::connect(&sb.socket);
+    let refused = client.request(
+        "hello",
+        json!({"protocol_version": 2, "client": "rootsctl 9.0.0"}),
+    );
+    assert_error(&refused, refused["id"].clone(), -32000);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rootsctl 9.0.0 speaks control protocol 2")
+            && message.contains("speaks 1"),
+        "{message}"
+    );
+    // Refused means not greeted: other requests are still turned away.
+    let status = client.request("status", json!({}));
+    assert_error(&status, status["id"].clone(), -32001);
+}
+
+#[test]
+fn rootsctl_refuses_a_daemon_of_another_protocol_version() {
+    use std::io::{BufRead, BufReader, Write};
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.socket.parent().unwrap()).unwrap();
+    // A stand-in daemon from a future release: it greets with protocol 2.
+    let listener = std::os::unix::net::UnixListener::bind(&sb.socket).unwrap();
+    let fake = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let hello: Value = serde_json::from_str(&line).unwrap();
+        let reply = json!({"jsonrpc": "2.0", "id": hello["id"], "result":
+            {"protocol_version": 2, "daemon_version": "9.0.0", "pid": 1}});
+        writeln!(&stream, "{reply}").unwrap();
+    });
+    let output = crate::support::ctl(&sb, &["status"]);
+    fake.join().unwrap();
+    crate::support::assert_exit(&output, 1, "status against a newer daemon");
+    let stderr = crate::support::stderr_of(&output);
+    assert!(
+        stderr.contains("speaks control protocol 2") && stderr.contains("restart the daemon"),
+        "{stderr}"
+    );
+}
