@@ -154,7 +154,10 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
         return Ok(output::json(out, &ListRootsResult { roots: only.roots })?);
     }
     if snapshots.is_empty() {
-        writeln!(out, "no workspaces yet (add a root with `rootsctl add PATH`)")?;
+        writeln!(
+            out,
+            "no workspaces yet (add a root with `rootsctl add PATH`)"
+        )?;
     }
     for (index, snapshot) in snapshots.iter().enumerate() {
         if args.all {
