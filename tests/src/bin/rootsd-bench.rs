@@ -10,6 +10,8 @@
 //!    thousands of each.
 //! 3. Fan-out: time from a change's acknowledgement until every one of N sessions has received
 //!    it, against one `status` round trip.
+//! 4. Large results (1 MiB each) from server to host through the proxy, against reading them
+//!    straight from the server.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -28,6 +30,11 @@ for line in sys.stdin:
     msg = json.loads(line)
     if msg.get("method") == "initialize":
         send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "bench", "version": "1"}}})
+    elif msg.get("method") == "bench/big":
+        text = "x" * msg["params"]["bytes"]
+        for i in range(msg["params"]["count"]):
+            send({"jsonrpc": "2.0", "id": f"big-{i}", "result": {"content": [{"type": "text", "text": text}]}})
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
     elif msg.get("method") == "bench/run":
         n = msg["params"]["n"]
         timings = {}
@@ -57,6 +64,78 @@ fn main() {
     roots_list_latency(&sandbox);
     session_memory(&sandbox, 2000);
     fan_out(&sandbox, 1000);
+    large_results(&sandbox);
+}
+
+/// Time for the host to receive `count` results of `bytes` each from the bench server, through
+/// the proxy or (`proxied` false) straight from the server's stdout.
+fn stream_big_results(sandbox: &Sandbox, proxied: bool, count: usize, bytes: usize) -> Duration {
+    let script = sandbox.path().join("bench_server.py");
+    let mut cmd = if proxied {
+        let mut cmd = sandbox.rootsctl();
+        cmd.args(["proxy", "--", "python3"]);
+        cmd
+    } else {
+        std::process::Command::new("python3")
+    };
+    let mut child = cmd
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the bench server");
+    let mut to_child = child.stdin.take().expect("piped stdin");
+    let mut from_child = BufReader::new(child.stdout.take().expect("piped stdout"));
+    writeln!(
+        to_child,
+        "{}",
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}})
+    )
+    .expect("write");
+    let mut line = String::new();
+    from_child.read_line(&mut line).expect("initialize result");
+    let start = Instant::now();
+    writeln!(
+        to_child,
+        "{}",
+        json!({"jsonrpc":"2.0","id":1,"method":"bench/big","params":{"count":count,"bytes":bytes}})
+    )
+    .expect("write");
+    for _ in 0..=count {
+        line.clear();
+        from_child.read_line(&mut line).expect("a result");
+    }
+    let elapsed = start.elapsed();
+    drop(to_child);
+    let _ = child.kill();
+    let _ = child.wait();
+    elapsed
+}
+
+fn large_results(sandbox: &Sandbox) {
+    let (count, bytes) = (200, 1 << 20);
+    let mut direct = Vec::new();
+    let mut proxied = Vec::new();
+    for _ in 0..3 {
+        direct.push(stream_big_results(sandbox, false, count, bytes));
+        proxied.push(stream_big_results(sandbox, true, count, bytes));
+    }
+    direct.sort();
+    proxied.sort();
+    let (direct, proxied) = (direct[1].as_secs_f64(), proxied[1].as_secs_f64());
+    println!("\n4. {count} results of 1 MiB each, server to host (median of 3)");
+    println!(
+        "   through the proxy:                    {:.0} ms",
+        proxied * 1e3
+    );
+    println!(
+        "   baseline, straight from the server:   {:.0} ms",
+        direct * 1e3
+    );
+    println!(
+        "   ratio proxy / direct:                 {:.2}",
+        proxied / direct
+    );
 }
 
 fn roots_list_latency(sandbox: &Sandbox) {
