@@ -194,12 +194,27 @@ impl Registry {
         targets: Vec<RemoveTarget>,
     ) -> Result<ChangeResult, RequestError> {
         let mut model = self.model.lock().await;
-        let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
-        let mut result = self.empty_result(workspace, model.revision);
+        let current = model.workspaces.get(workspace).cloned().unwrap_or_default();
+        // Every target is matched against the list as it was, so naming one root twice
+        // (`rootsctl remove app ./app`) removes it once.
+        let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
         for target in &targets {
-            let index = find_target(&next.roots, target, workspace)?;
-            result.removed.push(Root::from(&next.roots.remove(index)));
+            let index = find_target(&current.roots, target, workspace)?;
+            if !doomed.contains(&index) {
+                doomed.push(index);
+            }
         }
+        let mut result = self.empty_result(workspace, model.revision);
+        result.removed = doomed
+            .iter()
+            .map(|&i| Root::from(&current.roots[i]))
+            .collect();
+        let mut next = current;
+        let mut index = 0;
+        next.roots.retain(|_| {
+            index += 1;
+            !doomed.contains(&(index - 1))
+        });
         self.commit_change(&mut model, workspace, next, result)
             .await
     }

@@ -394,3 +394,21 @@ fn fifty_concurrent_adds_leave_exactly_fifty_roots() {
         "one revision per add: {status}"
     );
 }
+
+#[test]
+fn one_root_named_twice_in_a_remove_is_removed_once() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let app = sb.mkdir("app");
+    let keep = sb.mkdir("keep");
+    sb.ctl_ok(&["add", app.to_str().unwrap(), keep.to_str().unwrap()]);
+    let output = ctl(&sb, &["remove", "--json", "app", &plain_uri(&app)]);
+    assert_exit(&output, 0, "remove one root by name and by URI");
+    let change: serde_json::Value = serde_json::from_slice(&output.stdout).expect("remove --json");
+    assert_eq!(
+        change["removed"].as_array().map(Vec::len),
+        Some(1),
+        "{change}"
+    );
+    assert_eq!(uris(&sb.roots("default")), vec![plain_uri(&keep)]);
+}
