@@ -306,13 +306,9 @@ impl Relay {
         self.out.push(output);
     }
 
-    /// Rewrites or drops one message from the host; `None` drops it.
+    /// Rewrites, drops or keeps one message from the host.
     fn host_message(&mut self, message: &mut Value) -> Fate {
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let id = message.get("id").cloned();
+        let (method, id) = method_and_id(message);
         match (method.as_deref(), id) {
             (Some("initialize"), Some(id)) => {
                 self.era = Era::Handshake;
@@ -371,13 +367,9 @@ impl Relay {
         }
     }
 
-    /// Handles one message from the server; `None` means it was for the proxy alone.
+    /// Handles one message from the server: dropped when it was for the proxy alone.
     fn server_message(&mut self, message: &mut Value) -> Fate {
-        let method = message
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let id = message.get("id").cloned();
+        let (method, id) = method_and_id(message);
         match (method.as_deref(), id) {
             (Some("roots/list"), Some(id)) => {
                 if self.snapshot.is_some() {
@@ -639,6 +631,15 @@ impl Relay {
         ));
         self.emit(Output::Report(Report::Notified));
     }
+}
+
+/// A message's `method` and `id`, either of which may be absent.
+fn method_and_id(message: &Value) -> (Option<String>, Option<Value>) {
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    (method, message.get("id").cloned())
 }
 
 /// A 2026-07-28 request carries its protocol version in `_meta`.

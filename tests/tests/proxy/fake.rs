@@ -16,6 +16,16 @@ use crate::support::{
 const STATE_ROOTS: &str = "st-1/\"roots\" \\ é\u{2028}{\"x\":1}==";
 const STATE_MIXED: &str = "st-2/\"mixed\" \\ ü{\"y\":[2]}";
 
+/// A sandbox whose store holds one root (directory `a`), with no daemon running: the daemon
+/// held the list, then went away before the proxy starts.
+fn stored_root_without_daemon() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.mkdir("a");
+    let _daemon = sb.start_daemon();
+    sb.ctl_ok(&["add", "a"]);
+    sb
+}
+
 /// The `tools/call` requests the fake received for tool `name`, in order.
 fn calls_of(messages: &[Value], name: &str) -> Vec<Value> {
     messages
@@ -254,13 +264,7 @@ fn mixed_input_required_leaves_elicitation_to_the_host_and_adds_roots_to_its_ret
 
 #[test]
 fn a_cancelled_roots_list_waiting_for_the_daemon_is_never_answered() {
-    let sb = Sandbox::new();
-    sb.mkdir("a");
-    {
-        // The daemon holds the list, then goes away before the proxy starts.
-        let _daemon = sb.start_daemon();
-        sb.ctl_ok(&["add", "a"]);
-    }
+    let sb = stored_root_without_daemon();
     let log = FakeLog::new(&sb, "fake");
     let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
     proxy.initialize();
@@ -581,13 +585,7 @@ fn the_proxy_exits_with_the_servers_exit_status() {
 
 #[test]
 fn modern_input_required_before_the_first_list_waits_for_the_daemons_list() {
-    let sb = Sandbox::new();
-    sb.mkdir("a");
-    {
-        // The daemon holds the list, then goes away before the proxy starts.
-        let _daemon = sb.start_daemon();
-        sb.ctl_ok(&["add", "a"]);
-    }
+    let sb = stored_root_without_daemon();
     let log = FakeLog::new(&sb, "fake");
     let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
     proxy.send(&modern_call(json!(7), "needs_roots", json!({})));
@@ -660,12 +658,7 @@ fn add_wait_does_not_wait_for_a_session_whose_server_never_asked_for_roots() {
 
 #[test]
 fn a_server_refused_roots_while_rootsd_was_away_is_told_once_it_is_back() {
-    let sb = Sandbox::new();
-    sb.mkdir("a");
-    {
-        let _daemon = sb.start_daemon();
-        sb.ctl_ok(&["add", "a"]);
-    }
+    let sb = stored_root_without_daemon();
     let log = FakeLog::new(&sb, "fake");
     let started = Instant::now();
     let mut proxy = Proxy::spawn(&sb, &[], &fake_server("reference", &log));
