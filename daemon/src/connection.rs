@@ -24,8 +24,8 @@ use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::RequestError;
+use crate::info::DaemonInfo;
 use crate::registry::{Registry, Session};
-use crate::server::DaemonInfo;
 
 /// Initial read buffer per connection, in bytes.
 const READ_BUFFER_START: usize = 512;

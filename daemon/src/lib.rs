@@ -7,11 +7,13 @@
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: framing, dispatch, pushes.
+//! - [`info`]: where the daemon lives and whom it admits, shared by the two above.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
 
 pub mod connection;
 pub mod error;
+pub mod info;
 pub mod instance;
 pub mod registry;
 pub mod server;

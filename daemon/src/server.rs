@@ -1,7 +1,6 @@
 //! The accept loop: [`run`] serves a listener until the shutdown token fires, then drains.
 
 use std::os::unix::fs::MetadataExt as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,33 +9,12 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::info::{Access, DaemonInfo};
 use crate::registry::Registry;
 
 /// Upper bound on concurrent connections. Each MCP session holds one, so this is sized for
 /// thousands of sessions; past it, new connections wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 16_384;
-
-/// What `status` reports about where the daemon lives, and who it lets in.
-#[derive(Clone, Debug)]
-pub struct DaemonInfo {
-    pub socket: PathBuf,
-    pub state_dir: PathBuf,
-    pub socket_activated: bool,
-    pub access: Access,
-}
-
-/// Who may talk to the daemon, decided from the peer's credentials at accept time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Access {
-    /// Only the daemon's own user. The default: a per-user daemon serves nobody else.
-    #[default]
-    Owner,
-    /// The daemon's own user, and every peer whose group or supplementary groups include the
-    /// socket file's group (`rootsd --allow-group`, for the system-wide units). The socket file's
-    /// permissions (`SocketGroup=`, `SocketMode=0660`) are then the access control; this check
-    /// repeats them, so that a peer that got a connection some other way is still refused.
-    OwnerOrSocketGroup,
-}
 
 /// Serves `listener` until `shutdown` is cancelled, then waits for every connection to finish
 /// what it is doing and flushes the store.

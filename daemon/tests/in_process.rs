@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
-use rootsd::server::{self, Access, DaemonInfo};
+use rootsd::server;
 use rootsd::store::Store;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
