@@ -14,9 +14,8 @@ use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
     Method, Notification, RegisterResult, RegisterSession, RemoveRoots, Request, Response,
-    RootsChanged, RootsSnapshot, SessionFetched, SessionNotified, SessionsResult, Status,
-    StatusResult, UpdateSession, WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult,
-    code,
+    RootsChanged, RootsSnapshot, SessionsResult, Status, StatusResult, UpdateSession,
+    WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult, code,
 };
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -242,19 +241,9 @@ impl<'a> ConnectionState<'a> {
                 reply::<RegisterSession>(result)
             }
             UpdateSession::NAME => {
-                let update = parse::<UpdateSession>(params)?;
-                self.registered()?.update(update);
+                let state = parse::<UpdateSession>(params)?;
+                self.registered()?.update(state);
                 reply::<UpdateSession>(Default::default())
-            }
-            SessionFetched::NAME => {
-                let params = parse::<SessionFetched>(params)?;
-                self.registered()?.fetched(params.revision);
-                reply::<SessionFetched>(Default::default())
-            }
-            SessionNotified::NAME => {
-                parse::<SessionNotified>(params)?;
-                self.registered()?.notified();
-                reply::<SessionNotified>(Default::default())
             }
             ListSessions::NAME => {
                 parse::<ListSessions>(params)?;
@@ -269,7 +258,7 @@ impl<'a> ConnectionState<'a> {
             other => Err(RequestError::new(
                 code::METHOD_NOT_FOUND,
                 format!(
-                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, session.fetched, session.notified, sessions.list and wait",
+                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, sessions.list and wait",
                     env!("CARGO_PKG_VERSION")
                 ),
             )),

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, Era, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo,
-    SessionUpdate, WorkspaceSummary,
+    self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, broadcast, watch};
@@ -35,7 +35,7 @@ pub struct Registry {
     feed: broadcast::Sender<Arc<RootsSnapshot>>,
     sessions: Mutex<BTreeMap<u64, SessionRecord>>,
     next_session_id: AtomicU64,
-    /// Woken whenever a session fetches roots or goes away, for `wait`.
+    /// Woken whenever a session reports a new state or goes away, for `wait`.
     progress: Notify,
     /// Bumped whenever the totals `systemd::supervise` reports (roots, workspaces, sessions,
     /// revision) may have changed, so that systemd's status line follows without polling.
@@ -49,8 +49,10 @@ struct SessionRecord {
     label: String,
     pid: u32,
     workspace: WorkspaceName,
-    list_changed: bool,
-    update: SessionUpdate,
+    /// The proxy's last report, as it sent it.
+    state: SessionState,
+    /// When the server last fetched roots, by the daemon's clock: the proxy reports how many
+    /// times, and the daemon notes when that number grows.
     last_fetch_unix: Option<u64>,
     connected: Instant,
 }
@@ -253,7 +255,7 @@ impl Registry {
         model.revision = revision;
         model.workspaces.insert(workspace.clone(), next);
         result.revision = revision;
-        result.notified_sessions = self.notifiable_sessions(workspace);
+        result.notified_sessions = self.expected_fetches(workspace, revision);
         let snapshot = Arc::new(snapshot_of(model, workspace));
         self.publish(snapshot);
         self.counts_changed();
@@ -294,9 +296,8 @@ impl Registry {
             label: params.label,
             pid: params.pid,
             workspace: params.workspace,
-            list_changed: params.list_changed,
-            last_fetch_unix: params.update.fetched_revision.map(|_| unix_now()),
-            update: params.update,
+            last_fetch_unix: (params.state.fetches > 0).then(unix_now),
+            state: params.state,
             connected: Instant::now(),
         };
         self.sessions
@@ -323,16 +324,17 @@ impl Registry {
         self.sessions.lock().expect("sessions lock").len()
     }
 
-    /// Sessions of `workspace` that will be told about a change (see [`is_notifiable`]).
-    fn notifiable_sessions(&self, workspace: &WorkspaceName) -> usize {
+    /// How many sessions of `workspace` are expected to fetch `revision` ([`session::notice`]).
+    fn expected_fetches(&self, workspace: &WorkspaceName, revision: u64) -> usize {
         let sessions = self.sessions.lock().expect("sessions lock");
         sessions
             .values()
-            .filter(|s| is_notifiable(s, workspace))
+            .filter(|s| &s.workspace == workspace && expects_fetch(s, revision))
             .count()
     }
 
-    /// Which notifiable sessions of `workspace` have and have not fetched `revision`.
+    /// Which of the sessions of `workspace` expected to fetch `revision` have and have not
+    /// fetched it.
     pub fn fetch_progress(
         &self,
         workspace: &WorkspaceName,
@@ -341,12 +343,12 @@ impl Registry {
         let sessions = self.sessions.lock().expect("sessions lock");
         sessions
             .iter()
-            .filter(|(_, s)| is_notifiable(s, workspace))
+            .filter(|(_, s)| &s.workspace == workspace && expects_fetch(s, revision))
             .map(|(id, s)| session_info(*id, s))
             .partition(|info| info.fetched_revision.is_some_and(|r| r >= revision))
     }
 
-    /// Resolves the next time any session fetches roots or goes away.
+    /// Resolves the next time any session reports a new state or goes away.
     pub fn progress(&self) -> &Notify {
         &self.progress
     }
@@ -360,36 +362,15 @@ pub struct Session<'a> {
 }
 
 impl Session<'_> {
-    pub fn update(&self, update: SessionUpdate) {
+    /// Replaces what the daemon holds about this session with the proxy's latest report.
+    pub fn update(&self, state: SessionState) {
         self.with_record(|record| {
-            let sent = record
-                .update
-                .notifications_sent
-                .max(update.notifications_sent);
-            let fetched = update.fetched_revision.or(record.update.fetched_revision);
-            record.update = SessionUpdate {
-                fetched_revision: fetched,
-                notifications_sent: sent,
-                ..update
-            };
-        });
-    }
-
-    pub fn fetched(&self, revision: u64) {
-        self.with_record(|record| {
-            record.update.fetched_revision = Some(
-                record
-                    .update
-                    .fetched_revision
-                    .map_or(revision, |r| r.max(revision)),
-            );
-            record.last_fetch_unix = Some(unix_now());
+            if state.fetches > record.state.fetches {
+                record.last_fetch_unix = Some(unix_now());
+            }
+            record.state = state;
         });
         self.registry.progress.notify_waiters();
-    }
-
-    pub fn notified(&self) {
-        self.with_record(|record| record.update.notifications_sent += 1);
     }
 
     fn with_record(&self, change: impl FnOnce(&mut SessionRecord)) {
@@ -421,15 +402,10 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-/// Whether a change to `workspace` will reach this session's server as `list_changed`: it
-/// declared `listChanged`, speaks the handshake era (or has not said yet), and has fetched roots
-/// before (the proxy notifies only servers that hold a list: one that never asked has nothing to
-/// refresh).
-fn is_notifiable(session: &SessionRecord, workspace: &WorkspaceName) -> bool {
-    &session.workspace == workspace
-        && session.list_changed
-        && session.update.era != Era::Stateless
-        && session.update.fetched_revision.is_some()
+/// Whether this session's server is expected to fetch `revision`: the one notification rule,
+/// shared with the proxy.
+fn expects_fetch(session: &SessionRecord, revision: u64) -> bool {
+    session::notice(&session.state, revision).expects_fetch()
 }
 
 fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {
@@ -449,13 +425,13 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         label: s.label.clone(),
         pid: s.pid,
         workspace: s.workspace.clone(),
-        list_changed: s.list_changed,
-        era: s.update.era,
-        server: s.update.server.clone(),
-        protocol_version: s.update.protocol_version.clone(),
+        list_changed: s.state.list_changed,
+        era: s.state.era,
+        server: s.state.server.clone(),
+        protocol_version: s.state.protocol_version.clone(),
         last_fetch_unix: s.last_fetch_unix,
-        fetched_revision: s.update.fetched_revision,
-        notifications_sent: s.update.notifications_sent,
+        fetched_revision: s.state.fetched_revision,
+        notifications_sent: s.state.notifications_sent,
         connected_secs: s.connected.elapsed().as_secs(),
     }
 }

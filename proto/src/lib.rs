@@ -2,6 +2,7 @@
 //!
 //! - [`wire`]: the control protocol spoken on the local socket (newline-delimited JSON-RPC 2.0).
 //! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
+//! - [`session`]: an MCP session's state, and the one rule for who hears of a change.
 //! - [`workspace`]: what a valid workspace name is.
 //! - [`paths`]: where the socket and the state directory live, as a pure function of the
 //!   environment.
@@ -11,6 +12,7 @@
 
 pub mod paths;
 pub mod root;
+pub mod session;
 pub mod wire;
 pub mod workspace;
 

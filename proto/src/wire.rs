@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::root::Root;
+pub use crate::session::{Era, ServerInfo, SessionState};
 use crate::workspace::WorkspaceName;
 
 /// Version of this control protocol. A client and daemon with different versions refuse each
@@ -217,16 +218,9 @@ method!(
     RegisterSession, "session.register", RegisterParams, RegisterResult
 );
 method!(
-    /// `session.update`: what the proxy learnt from the server after registering.
-    UpdateSession, "session.update", SessionUpdate, EmptyResult
-);
-method!(
-    /// `session.fetched` (notification): the session's server fetched the roots of `revision`.
-    SessionFetched, "session.fetched", FetchedParams, EmptyResult
-);
-method!(
-    /// `session.notified` (notification): the proxy sent `notifications/roots/list_changed`.
-    SessionNotified, "session.notified", EmptyParams, EmptyResult
+    /// `session.update` (usually a notification): the session's whole state, which replaces what
+    /// the daemon held.
+    UpdateSession, "session.update", SessionState, EmptyResult
 );
 method!(
     /// `sessions.list`: every live MCP session.
@@ -369,28 +363,6 @@ pub struct WatchResult {
     pub revision: u64,
 }
 
-/// Which MCP protocol era a session speaks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Era {
-    /// Not known yet: the server has not answered its first request.
-    #[default]
-    Unknown,
-    /// 2024-11-05 … 2025-11-25: `initialize`, `roots/list`, `list_changed`.
-    Handshake,
-    /// 2026-07-28: no handshake; roots travel in `input_required` results.
-    Stateless,
-}
-
-/// Who the server behind a session is, from its `initialize` result.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServerInfo {
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub version: String,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterParams {
     #[serde(default)]
@@ -399,37 +371,15 @@ pub struct RegisterParams {
     pub label: String,
     /// The proxy's process id.
     pub pid: u32,
-    /// Whether the proxy declared `roots.listChanged` to its server.
-    pub list_changed: bool,
+    /// The session as the proxy knows it so far; after a daemon restart, everything it learnt.
     #[serde(default)]
-    pub update: SessionUpdate,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionUpdate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<ServerInfo>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol_version: Option<String>,
-    #[serde(default)]
-    pub era: Era,
-    /// The last revision the server fetched, when re-registering after a daemon restart.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fetched_revision: Option<u64>,
-    /// How many `list_changed` notifications the proxy has sent so far.
-    #[serde(default)]
-    pub notifications_sent: u64,
+    pub state: SessionState,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterResult {
     pub session_id: u64,
     pub snapshot: RootsSnapshot,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FetchedParams {
-    pub revision: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -497,10 +447,14 @@ mod tests {
 
     #[test]
     fn notifications_have_no_id() {
-        let n = Request::notification::<SessionFetched>(&FetchedParams { revision: 3 });
+        let state = SessionState {
+            fetched_revision: Some(3),
+            ..SessionState::default()
+        };
+        let n = Request::notification::<UpdateSession>(&state);
         let v = serde_json::to_value(&n).unwrap();
         assert!(v.get("id").is_none());
-        assert_eq!(v["params"]["revision"], 3);
+        assert_eq!(v["params"]["fetched_revision"], 3);
     }
 
     #[test]

@@ -1,18 +1,19 @@
 //! The proxy's connection to rootsd: register the session, receive the workspace's lists, report
-//! what the server fetched, and survive the daemon going away.
+//! the session's state, and survive the daemon going away.
 //!
 //! The link runs as its own task so that the relay never waits for the daemon: roots are served
-//! from the last list the daemon pushed, and reports queue while the daemon is away.
+//! from the last list the daemon pushed. The relay hands the link its whole session state each
+//! time it changes; the link keeps only the newest, sends it, and registers with it after a
+//! reconnection, so the daemon always holds exactly what the proxy knows.
 
 use std::time::Duration;
 
+use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::{
-    EmptyParams, FetchedParams, RegisterParams, RegisterSession, RootsChanged, RootsSnapshot,
-    SessionFetched, SessionNotified, SessionUpdate, UpdateSession,
+    RegisterParams, RegisterSession, RootsChanged, RootsSnapshot, UpdateSession,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-use super::relay::Report;
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
 
@@ -27,23 +28,23 @@ pub enum LinkEvent {
     Roots(RootsSnapshot),
 }
 
-/// Starts the link. Reports sent on the returned channel reach the daemon; dropping it ends the
-/// link.
+/// Starts the link. States sent on the returned channel reach the daemon (only the newest one
+/// matters, so the channel holds one); dropping it ends the link.
 pub fn spawn(
     target: Target,
     params: RegisterParams,
     events: mpsc::UnboundedSender<LinkEvent>,
-) -> mpsc::UnboundedSender<Report> {
-    let (reports, receiver) = mpsc::unbounded_channel();
+) -> watch::Sender<SessionState> {
+    let (states, receiver) = watch::channel(params.state.clone());
     tokio::spawn(run(target, params, events, receiver));
-    reports
+    states
 }
 
 async fn run(
     target: Target,
     mut params: RegisterParams,
     events: mpsc::UnboundedSender<LinkEvent>,
-    mut reports: mpsc::UnboundedReceiver<Report>,
+    mut states: watch::Receiver<SessionState>,
 ) {
     let mut backoff = FIRST_RETRY;
     let mut connected_before = false;
@@ -51,6 +52,7 @@ async fn run(
     // on purpose, and under systemd socket activation reconnecting starts it anyway.
     let mut target_now = target.clone();
     loop {
+        params.state = states.borrow_and_update().clone();
         match register(&target_now, &params).await {
             Ok((mut client, snapshot)) => {
                 if connected_before {
@@ -64,7 +66,7 @@ async fn run(
                 if events.send(LinkEvent::Roots(snapshot)).is_err() {
                     return;
                 }
-                match serve(&mut client, &mut params.update, &events, &mut reports).await {
+                match serve(&mut client, &events, &mut states).await {
                     Ended::ProxyDone => return,
                     Ended::Lost(reason) => {
                         eprintln!(
@@ -79,15 +81,13 @@ async fn run(
             Err(_) => {}
         }
         target_now.autostart = false;
-        // Keep taking reports while away, so the registration that follows is up to date.
+        // The registration that follows reads the newest state, so changes made meanwhile are
+        // not lost; only the end of the proxy stops the wait early.
         let retry_at = tokio::time::Instant::now() + backoff;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(retry_at) => break,
-                report = reports.recv() => match report {
-                    Some(report) => apply(&mut params.update, &report),
-                    None => return,
-                },
+                changed = states.changed() => if changed.is_err() { return },
             }
         }
         backoff = (backoff * 2).min(LAST_RETRY);
@@ -110,9 +110,8 @@ async fn register(
 
 async fn serve(
     client: &mut Client,
-    update: &mut SessionUpdate,
     events: &mpsc::UnboundedSender<LinkEvent>,
-    reports: &mut mpsc::UnboundedReceiver<Report>,
+    states: &mut watch::Receiver<SessionState>,
 ) -> Ended {
     loop {
         tokio::select! {
@@ -124,37 +123,15 @@ async fn serve(
                 }
                 Err(err) => return Ended::Lost(err.to_string()),
             },
-            report = reports.recv() => {
-                let Some(report) = report else { return Ended::ProxyDone };
-                apply(update, &report);
-                let sent = match report {
-                    Report::Update { .. } => client.notify::<UpdateSession>(update).await,
-                    Report::Fetched(revision) => {
-                        client.notify::<SessionFetched>(&FetchedParams { revision }).await
-                    }
-                    Report::Notified => client.notify::<SessionNotified>(&EmptyParams {}).await,
-                };
-                if let Err(err) = sent {
+            changed = states.changed() => {
+                if changed.is_err() {
+                    return Ended::ProxyDone;
+                }
+                let state = states.borrow_and_update().clone();
+                if let Err(err) = client.notify::<UpdateSession>(&state).await {
                     return Ended::Lost(err.to_string());
                 }
             }
         }
-    }
-}
-
-/// Folds a report into what the next registration will tell the daemon.
-fn apply(update: &mut SessionUpdate, report: &Report) {
-    match report {
-        Report::Update {
-            era,
-            protocol_version,
-            server,
-        } => {
-            update.era = *era;
-            update.protocol_version = protocol_version.clone();
-            update.server = server.clone();
-        }
-        Report::Fetched(revision) => update.fetched_revision = Some(*revision),
-        Report::Notified => update.notifications_sent += 1,
     }
 }

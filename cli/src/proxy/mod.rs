@@ -14,7 +14,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use rootsd_proto::wire::{RegisterParams, SessionUpdate};
+use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::Command;
@@ -73,15 +73,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
         .name
         .clone()
         .unwrap_or_else(|| default_label(&args.command));
+    let mut relay = Relay::new(!args.no_list_changed);
     let (events_tx, mut events) = mpsc::unbounded_channel();
-    let reports = link::spawn(
+    let states = link::spawn(
         target.clone(),
         RegisterParams {
             workspace: args.workspace.workspace.clone(),
             label,
             pid: std::process::id(),
-            list_changed: !args.no_list_changed,
-            update: SessionUpdate::default(),
+            state: relay.state(),
         },
         events_tx,
     );
@@ -93,7 +93,6 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
     let mut server_lines = BufReader::new(server_out).split(b'\n');
     let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
 
-    let mut relay = Relay::new(!args.no_list_changed);
     let mut host_open = true;
     let mut server_open = true;
     let mut exited: Option<ExitStatus> = None;
@@ -158,15 +157,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
                 Output::ToHost(line) => {
                     let _ = to_host.send(line);
                 }
-                Output::Report(report) => {
-                    let _ = reports.send(report);
+                Output::State(state) => {
+                    states.send_replace(state);
                 }
             }
         }
     }
     drop(to_server);
     drop(to_host);
-    drop(reports);
+    drop(states);
     // Everything the server said must reach the host before the proxy exits.
     let _ = host_writer.await;
     server_writer.abort();

@@ -13,7 +13,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use rootsd_proto::root::ListRootsResult;
-use rootsd_proto::wire::{Era, RootsSnapshot, ServerInfo};
+use rootsd_proto::session::{self, Era, Notice, ServerInfo, SessionState};
+use rootsd_proto::wire::RootsSnapshot;
 use serde_json::{Map, Value, json};
 
 /// `_meta` key carrying the protocol version of a 2026-07-28 request.
@@ -56,22 +57,8 @@ pub enum Output {
     ToServer(Vec<u8>),
     /// A line for the host (our stdout; no trailing newline).
     ToHost(Vec<u8>),
-    /// Something the daemon should know about this session.
-    Report(Report),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Report {
-    /// What the server is and which protocol it speaks.
-    Update {
-        era: Era,
-        protocol_version: Option<String>,
-        server: Option<ServerInfo>,
-    },
-    /// The server was given the roots of this revision.
-    Fetched(u64),
-    /// `notifications/roots/list_changed` was sent to the server.
-    Notified,
+    /// The session's state changed; the daemon should hold this copy instead of its old one.
+    State(SessionState),
 }
 
 /// One host request the proxy is carrying through `input_required` rounds.
@@ -116,6 +103,12 @@ pub struct Relay {
     /// `requestState`, to be answered when the host retries.
     held: HashMap<String, Vec<String>>,
     next_retry: u64,
+    /// How many times the server was given roots.
+    fetches: u64,
+    /// How many `list_changed` notifications were sent.
+    notifications_sent: u64,
+    /// The state as last handed out in [`Output::State`].
+    reported: SessionState,
     out: Vec<Output>,
 }
 
@@ -140,17 +133,41 @@ impl Relay {
             exchanges: HashMap::new(),
             held: HashMap::new(),
             next_retry: 1,
+            fetches: 0,
+            notifications_sent: 0,
+            reported: SessionState {
+                list_changed,
+                ..SessionState::default()
+            },
             out: Vec::new(),
         }
     }
 
-    /// Everything the relay wants done since the last call, in order.
+    /// Everything the relay wants done since the last call, in order, followed by the session's
+    /// state if it changed.
     pub fn take_output(&mut self) -> Vec<Output> {
+        let state = self.state();
+        if state != self.reported {
+            self.reported = state.clone();
+            self.emit(Output::State(state));
+        }
         std::mem::take(&mut self.out)
     }
 
-    pub fn served_revision(&self) -> Option<u64> {
-        self.served_revision
+    /// The session as the relay knows it now.
+    pub fn state(&self) -> SessionState {
+        SessionState {
+            list_changed: self.list_changed,
+            era: self.era,
+            protocol_version: self.protocol_version.clone(),
+            server: self.server.clone(),
+            initialized: self.initialized,
+            fetched_revision: self.served_revision,
+            fetches: self.fetches,
+            notification_outstanding: self.notification_outstanding,
+            owes_notification: self.owe_notification,
+            notifications_sent: self.notifications_sent,
+        }
     }
 
     /// A line from the host.
@@ -425,7 +442,6 @@ impl Relay {
             if let Some(info) = message.pointer("/result/serverInfo") {
                 self.server = Some(server_info(info));
             }
-            self.report_update();
         } else if self.server.is_none()
             && let Some(info) = message.pointer(&format!(
                 "/result/_meta/{}",
@@ -433,7 +449,6 @@ impl Relay {
             ))
         {
             self.server = Some(server_info(info));
-            self.report_update();
         }
     }
 
@@ -571,15 +586,6 @@ impl Relay {
             .and_then(|m| m.get(META_PROTOCOL_VERSION))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.report_update();
-    }
-
-    fn report_update(&mut self) {
-        self.emit(Output::Report(Report::Update {
-            era: self.era,
-            protocol_version: self.protocol_version.clone(),
-            server: self.server.clone(),
-        }));
     }
 
     fn roots_value(&self) -> Value {
@@ -605,31 +611,23 @@ impl Relay {
 
     fn note_fetch(&mut self, revision: u64) {
         self.served_revision = Some(revision);
-        self.emit(Output::Report(Report::Fetched(revision)));
+        self.fetches += 1;
     }
 
-    /// Sends `list_changed` if the server holds an older list than the newest, the session
-    /// declared it, the host has initialized the server, and none is outstanding.
+    /// Sends `list_changed` if the one notification rule says it is due.
     fn maybe_notify(&mut self) {
         let Some(newest) = self.snapshot.as_ref().map(|s| s.revision) else {
             return;
         };
-        let stale =
-            self.owe_notification || self.served_revision.is_some_and(|served| served != newest);
-        if !self.list_changed
-            || self.era == Era::Stateless
-            || !self.initialized
-            || self.notification_outstanding
-            || !stale
-        {
+        if session::notice(&self.state(), newest) != Notice::Due {
             return;
         }
         self.notification_outstanding = true;
         self.owe_notification = false;
+        self.notifications_sent += 1;
         self.emit(Output::ToServer(
             br#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.to_vec(),
         ));
-        self.emit(Output::Report(Report::Notified));
     }
 }
 
@@ -739,6 +737,14 @@ mod tests {
             .collect()
     }
 
+    /// The session state the relay handed out last in `outputs`, if it handed one out.
+    fn reported(outputs: &[Output]) -> Option<&SessionState> {
+        outputs.iter().rev().find_map(|o| match o {
+            Output::State(state) => Some(state),
+            _ => None,
+        })
+    }
+
     fn list_changed_count(outputs: &[Output]) -> usize {
         lines(outputs, true)
             .iter()
@@ -814,7 +820,7 @@ mod tests {
             vec![json!({"jsonrpc":"2.0","id":"x7","result":{"roots":[
                 {"uri":"file:///a","name":"a"},{"uri":"file:///b","name":"b"}]}})]
         );
-        assert!(out.contains(&Output::Report(Report::Fetched(4))));
+        assert_eq!(reported(&out).and_then(|s| s.fetched_revision), Some(4));
     }
 
     #[test]
@@ -833,7 +839,7 @@ mod tests {
         relay.roots_changed(snapshot(2, &["a", "b"]));
         let first = relay.take_output();
         assert_eq!(list_changed_count(&first), 1);
-        assert!(first.contains(&Output::Report(Report::Notified)));
+        assert_eq!(reported(&first).map(|s| s.notifications_sent), Some(1));
         for revision in 3..50 {
             relay.roots_changed(snapshot(revision, &["a", &format!("d{revision}")]));
         }
@@ -1148,14 +1154,16 @@ mod tests {
             &mut relay,
             json!({"jsonrpc":"2.0","id":"i","result":{"protocolVersion":"2025-03-26","serverInfo":{"name":"fs","version":"0.6"}}}),
         );
-        assert!(out.contains(&Output::Report(Report::Update {
-            era: Era::Handshake,
-            protocol_version: Some("2025-03-26".into()),
-            server: Some(ServerInfo {
+        let state = reported(&out).expect("the state changed");
+        assert_eq!(state.era, Era::Handshake);
+        assert_eq!(state.protocol_version.as_deref(), Some("2025-03-26"));
+        assert_eq!(
+            state.server,
+            Some(ServerInfo {
                 name: "fs".into(),
                 version: "0.6".into()
-            }),
-        })));
+            })
+        );
         assert_eq!(lines(&out, false)[0]["id"], "i");
     }
 }

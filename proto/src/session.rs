@@ -1,0 +1,196 @@
+//! One MCP session as its proxy sees it, and the one rule that decides whether its server is told
+//! about a change.
+//!
+//! The proxy owns a session's state and reports all of it to the daemon whenever it changes; the
+//! daemon stores the latest report as it is. Both sides then ask [`notice`] the same question:
+//! the proxy to decide whether to send `notifications/roots/list_changed` now, the daemon to
+//! decide which sessions `wait` and `notified_sessions` count. Neither keeps a rule of its own.
+
+use serde::{Deserialize, Serialize};
+
+/// Which MCP protocol era a session speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Era {
+    /// Not known yet: the host has not sent its first request.
+    #[default]
+    Unknown,
+    /// 2024-11-05 … 2025-11-25: `initialize`, `roots/list`, `list_changed`.
+    Handshake,
+    /// 2026-07-28: no handshake; roots travel in `input_required` results.
+    Stateless,
+}
+
+/// Who the server behind a session is, from its `initialize` result or a result's `_meta`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+/// Everything about one session that the daemon needs, as its proxy last reported it.
+///
+/// Every field has a default so that a report may leave out what is not known yet; the daemon
+/// replaces its copy with each report and never merges two of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// Whether the proxy declared `roots.listChanged` to its server.
+    #[serde(default)]
+    pub list_changed: bool,
+    #[serde(default)]
+    pub era: Era,
+    /// The negotiated protocol version (the `initialize` result's, or a 2026-07-28 request's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
+    /// Whether the host's `notifications/initialized` has reached the server.
+    #[serde(default)]
+    pub initialized: bool,
+    /// The newest store revision whose roots the server was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_revision: Option<u64>,
+    /// How many times the server was given roots; the daemon notes the time when it grows.
+    #[serde(default)]
+    pub fetches: u64,
+    /// A `list_changed` was sent and the server has not fetched since.
+    #[serde(default)]
+    pub notification_outstanding: bool,
+    /// The server asked for roots while none were available and was answered with an error,
+    /// which promised a `list_changed` once they are.
+    #[serde(default)]
+    pub owes_notification: bool,
+    /// How many `list_changed` notifications the proxy has sent.
+    #[serde(default)]
+    pub notifications_sent: u64,
+}
+
+/// What a change of the roots to revision `newest` means for one session's server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// The server is never told: it was not promised `listChanged`, it speaks 2026-07-28 (which
+    /// has no notifications), or it holds no list that could be stale.
+    Never,
+    /// The server already holds `newest`.
+    UpToDate,
+    /// The server will be told, but not yet: the host has not initialized it, or a notification
+    /// is outstanding and the fetch it causes brings the newest list anyway.
+    Pending,
+    /// Send `notifications/roots/list_changed` now.
+    Due,
+}
+
+impl Notice {
+    /// Whether the server is expected to fetch `newest` (now or later), which is what `wait`
+    /// waits for and `notified_sessions` counts.
+    pub fn expects_fetch(self) -> bool {
+        self != Self::Never
+    }
+}
+
+/// The notification rule, for the proxy and the daemon alike.
+///
+/// A server hears `list_changed` only if it was promised `listChanged`, speaks the handshake era
+/// (or has not said yet), and holds a list: it fetched one, or it was refused one and promised a
+/// notification. One that never asked has nothing to refresh and fetches on its own after
+/// `initialized`. At most one notification is outstanding, and none is sent before the host's
+/// `notifications/initialized` has reached the server.
+pub fn notice(state: &SessionState, newest: u64) -> Notice {
+    let holds_list = state.fetched_revision.is_some() || state.owes_notification;
+    if !state.list_changed || state.era == Era::Stateless || !holds_list {
+        return Notice::Never;
+    }
+    let stale = state.owes_notification || state.fetched_revision.is_none_or(|f| f < newest);
+    if !stale {
+        Notice::UpToDate
+    } else if !state.initialized || state.notification_outstanding {
+        Notice::Pending
+    } else {
+        Notice::Due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An initialized handshake session that declared `listChanged` and fetched revision 3.
+    fn fetched_3() -> SessionState {
+        SessionState {
+            list_changed: true,
+            era: Era::Handshake,
+            initialized: true,
+            fetched_revision: Some(3),
+            fetches: 1,
+            ..SessionState::default()
+        }
+    }
+
+    #[test]
+    fn a_server_holding_an_older_list_is_due_a_notification() {
+        assert_eq!(notice(&fetched_3(), 4), Notice::Due);
+        assert_eq!(notice(&fetched_3(), 3), Notice::UpToDate);
+    }
+
+    #[test]
+    fn no_notification_without_list_changed_in_2026_or_without_a_list() {
+        let undeclared = SessionState {
+            list_changed: false,
+            ..fetched_3()
+        };
+        let stateless = SessionState {
+            era: Era::Stateless,
+            ..fetched_3()
+        };
+        let never_fetched = SessionState {
+            fetched_revision: None,
+            fetches: 0,
+            ..fetched_3()
+        };
+        for state in [undeclared, stateless, never_fetched] {
+            assert_eq!(notice(&state, 4), Notice::Never, "{state:?}");
+            assert!(!notice(&state, 4).expects_fetch());
+        }
+    }
+
+    #[test]
+    fn notifications_wait_for_initialized_and_for_the_outstanding_one() {
+        let uninitialized = SessionState {
+            initialized: false,
+            ..fetched_3()
+        };
+        let outstanding = SessionState {
+            notification_outstanding: true,
+            ..fetched_3()
+        };
+        for state in [uninitialized, outstanding] {
+            assert_eq!(notice(&state, 4), Notice::Pending, "{state:?}");
+            assert!(notice(&state, 4).expects_fetch());
+        }
+    }
+
+    #[test]
+    fn a_server_refused_for_want_of_a_list_is_owed_a_notification() {
+        let refused = SessionState {
+            fetched_revision: None,
+            fetches: 0,
+            owes_notification: true,
+            ..fetched_3()
+        };
+        assert_eq!(notice(&refused, 1), Notice::Due);
+        let unknown_era = SessionState {
+            era: Era::Unknown,
+            ..refused
+        };
+        assert_eq!(notice(&unknown_era, 1), Notice::Due);
+    }
+
+    #[test]
+    fn missing_fields_default_so_a_minimal_report_parses() {
+        let state: SessionState = serde_json::from_str(r#"{"list_changed":true}"#).unwrap();
+        assert!(state.list_changed);
+        assert_eq!(state.era, Era::Unknown);
+    }
+}
