@@ -81,7 +81,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
             workspace: args.workspace.workspace.clone(),
             label,
             pid: std::process::id(),
-            state: relay.state(),
+            state: relay.state().clone(),
         },
         events_tx,
     );
