@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, Sandbox};
+use rootsd_tests::{PATIENCE, Sandbox, eventually};
 use serde_json::{Value, json};
 
 use crate::support::{
     FakeLog, MODERN_VERSION, Proxy, add_wait, assert_exit, ctl, daemon_roots, fake_server,
-    fake_server_with, is_method, is_response_to, list_changed_count, modern_meta, sessions, show,
-    wait_for_session,
+    fake_server_with, is_method, is_response_to, list_changed_count, modern_meta, show,
+    wait_for_no_sessions, wait_for_session,
 };
 
 /// The fake's `requestState` values (see the script); they must come back unchanged.
@@ -168,22 +168,18 @@ fn modern_input_required_for_roots_is_answered_by_the_proxy() {
     let new_roots = daemon_roots(&sb, "default");
     // Call until the proxy answers with the new list: it has the change then, and any
     // list_changed it sent for it reached the fake before that retry.
-    let deadline = Instant::now() + PATIENCE;
     let mut id = 100;
-    loop {
+    eventually("the proxy to answer with the new roots", PATIENCE, || {
+        id += 1;
         proxy.send(&modern_call(json!(id), "needs_roots", json!({})));
         let response = proxy.response(&json!(id));
         let got = &response["result"]["structuredContent"]["inputResponses"]["ws"]["roots"];
         if *got == new_roots {
-            break;
+            Ok(())
+        } else {
+            Err(response)
         }
-        assert!(
-            Instant::now() < deadline,
-            "the new roots never came: {response}"
-        );
-        id += 1;
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    });
     round_trip(&mut proxy);
     let messages = log.messages();
     assert_eq!(
@@ -576,11 +572,7 @@ fn the_proxy_exits_with_the_servers_exit_status() {
     proxy.close_stdin();
     let status = proxy.wait_exit();
     assert_eq!(status.code(), Some(7), "stderr:\n{}", proxy.final_stderr());
-    let deadline = Instant::now() + PATIENCE;
-    while !sessions(&sb).is_empty() {
-        assert!(Instant::now() < deadline, "the session outlived the proxy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_no_sessions(&sb);
 }
 
 #[test]

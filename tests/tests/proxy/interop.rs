@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Proxy, add_wait, assert_exit, ctl, filesystem_server, remove_wait, sessions, stderr_of,
-    stdout_of, wait_for_session,
+    stdout_of, wait_for_no_sessions, wait_for_session,
 };
 
 /// A proxied filesystem server with the handshake done.
@@ -334,11 +334,7 @@ fn closing_stdin_ends_the_proxy_with_the_servers_status() {
     );
     assert!(took < PATIENCE / 4, "took {took:?}");
     // Its session is gone with it.
-    let deadline = Instant::now() + PATIENCE;
-    while !sessions(&sb).is_empty() {
-        assert!(Instant::now() < deadline, "the session outlived the proxy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_no_sessions(&sb);
 }
 
 #[test]

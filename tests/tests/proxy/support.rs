@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rootsd_tests::{PATIENCE, Sandbox, output_within};
+use rootsd_tests::{PATIENCE, Sandbox, eventually, output_within};
 use serde_json::{Value, json};
 
 /// The protocol version the tests' hosts ask for in `initialize`.
@@ -133,19 +133,14 @@ impl FakeLog {
     /// Polls the log until `done` holds for it; returns the log then.
     #[track_caller]
     pub fn wait_for(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
+        eventually(&format!("the fake server to see {what}"), PATIENCE, || {
             let messages = self.messages();
             if done(&messages) {
-                return messages;
+                Ok(messages)
+            } else {
+                Err(format!("it received:\n{}", show(&messages)))
             }
-            assert!(
-                Instant::now() < deadline,
-                "the fake server never saw {what}; it received:\n{}",
-                show(&messages)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })
     }
 }
 
@@ -392,19 +387,18 @@ impl Proxy {
     #[track_caller]
     pub fn wait_for_dirs(&mut self, expected: &[&Path]) {
         let expected: BTreeSet<PathBuf> = expected.iter().map(|p| p.to_path_buf()).collect();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let dirs = self.allowed_dirs();
-            if dirs == expected {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server never showed {expected:?}; last {dirs:?}\nstderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually(
+            &format!("the server to show {expected:?}"),
+            PATIENCE,
+            || {
+                let dirs = self.allowed_dirs();
+                if dirs == expected {
+                    Ok(())
+                } else {
+                    Err(format!("{dirs:?}\nstderr:\n{}", self.stderr()))
+                }
+            },
+        );
     }
 
     /// Closes the proxy's stdin, as a host does to end the session.
@@ -415,18 +409,12 @@ impl Proxy {
     /// Waits for the proxy to exit within [`PATIENCE`].
     #[track_caller]
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll the proxy") {
-                return status;
+        eventually("the proxy to exit", PATIENCE, || {
+            match self.child.try_wait().expect("poll the proxy") {
+                Some(status) => Ok(status),
+                None => Err(format!("still running; stderr:\n{}", self.stderr())),
             }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy did not exit in time; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })
     }
 
     /// Everything on stderr once the proxy and its server have closed it.
@@ -498,20 +486,27 @@ pub fn wait_for_session(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    let what = format!("sessions --json to show {what} for pid {pid}");
+    eventually(&what, PATIENCE, || {
         let all = sessions(sb);
-        if let Some(session) = all.iter().find(|s| s["pid"] == json!(pid))
-            && done(session)
-        {
-            return session.clone();
+        match all.iter().find(|s| s["pid"] == json!(pid)) {
+            Some(session) if done(session) => Ok(session.clone()),
+            _ => Err(format!("sessions:\n{}", show(&all))),
         }
-        assert!(
-            Instant::now() < deadline,
-            "sessions --json never showed {what} for pid {pid}: {all:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    })
+}
+
+/// Waits until the daemon lists no session: every proxy that ended has been unregistered.
+#[track_caller]
+pub fn wait_for_no_sessions(sb: &Sandbox) {
+    eventually("every session to end with its proxy", PATIENCE, || {
+        let all = sessions(sb);
+        if all.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("sessions:\n{}", show(&all)))
+        }
+    });
 }
 
 /// `{"uri": …, "name": …}` roots of a workspace, as the daemon lists them.
