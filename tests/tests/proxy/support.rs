@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use rootsd_tests::{PATIENCE, Sandbox, eventually, output_within};
+use rootsd_tests::{Daemon, PATIENCE, Sandbox, eventually, output_within};
 use serde_json::{Value, json};
 
 /// The protocol version the tests' hosts ask for in `initialize`.
@@ -169,6 +169,88 @@ pub fn list_changed_count(messages: &[Value]) -> usize {
         .iter()
         .filter(|m| is_method(m, "notifications/roots/list_changed"))
         .count()
+}
+
+/// The setup most fake-server tests share: a sandbox whose default workspace holds some roots, a
+/// daemon, and the host's end of `rootsctl proxy` in front of the fake in one scenario. Tests
+/// state what differs in a [`FakeSetup`] and take it from there: the handshake, if any, is
+/// theirs.
+///
+/// Fields drop in order: the proxy (and with it the fake) before the daemon, and both before the
+/// sandbox they live in.
+pub struct FakeSession {
+    pub proxy: Proxy,
+    pub log: FakeLog,
+    /// `None` while the daemon is away (see [`FakeSetup::daemon_gone`]); a test brings it back
+    /// with `Some(sb.start_daemon())`.
+    pub daemon: Option<Daemon>,
+    /// When the proxy was spawned, for tests that time what it does from its start.
+    pub spawned: Instant,
+    pub sb: Sandbox,
+}
+
+/// What a [`FakeSession`] is started with besides its scenario; the default is no roots, a
+/// running daemon, and the fake with no extra arguments.
+#[derive(Default)]
+pub struct FakeSetup<'a> {
+    /// Directories created in the sandbox and added to the default workspace (in one
+    /// `rootsctl add`, so at revision 1) before the proxy starts.
+    pub roots: &'a [&'a str],
+    /// Stop the daemon once the roots are stored, so that the proxy starts while it is away.
+    pub daemon_gone: bool,
+    /// More arguments for the fake server, after the scenario and log.
+    pub server_args: &'a [&'a str],
+}
+
+impl FakeSession {
+    /// Sets up as `setup` says and spawns the proxy in front of the fake in `scenario`, logging
+    /// to `fake.jsonl`. Waits for nothing: the proxy may not have registered yet.
+    pub fn start(scenario: &str, setup: FakeSetup) -> Self {
+        let sb = Sandbox::new();
+        let mut daemon = Some(sb.start_daemon());
+        for root in setup.roots {
+            sb.mkdir(root);
+        }
+        if !setup.roots.is_empty() {
+            let mut add = vec!["add"];
+            add.extend(setup.roots);
+            sb.ctl_ok(&add);
+        }
+        if setup.daemon_gone {
+            daemon = None;
+        }
+        let log = FakeLog::new(&sb, "fake");
+        let spawned = Instant::now();
+        let proxy = Proxy::spawn(
+            &sb,
+            &[],
+            &fake_server_with(scenario, &log, setup.server_args),
+        );
+        Self {
+            proxy,
+            log,
+            daemon,
+            spawned,
+            sb,
+        }
+    }
+
+    /// The roots of the default workspace, as the daemon lists them.
+    pub fn roots(&self) -> Value {
+        daemon_roots(&self.sb, "default")
+    }
+
+    /// This proxy's session, once `done` holds for it.
+    #[track_caller]
+    pub fn session(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        wait_for_session(&self.sb, self.proxy.pid(), what, done)
+    }
+
+    /// Waits until the proxy has registered its session with the daemon.
+    #[track_caller]
+    pub fn registered(&self) -> Value {
+        self.session("registration", |_| true)
+    }
 }
 
 /// The host's side of one `rootsctl proxy`: writes MCP lines to its stdin, reads its stdout.
