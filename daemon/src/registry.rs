@@ -486,3 +486,7 @@ fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+#[path = "registry_tests.rs"]
+mod tests;

@@ -1,7 +1,9 @@
 //! The harness for rootsd's end-to-end tests: real binaries, real sockets, real processes.
 //!
 //! Tests never sleep to "let the daemon start": [`Sandbox::start_daemon`] returns once the
-//! socket answers a hello.
+//! socket answers a hello. Whatever a test must wait for without being told, it waits for with
+//! [`eventually`], the one polling loop of the suite, which fails saying what it waited for and
+//! what it saw last.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -13,6 +15,47 @@ use serde_json::{Value, json};
 
 /// How long any single wait in a test may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// How long [`eventually`] sleeps between two looks: short, since most waits end within
+/// milliseconds, and long enough not to steal a core from the processes under test.
+const POLL_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Polls `probe` until it returns `Ok`, and returns that value; fails the test after `patience`,
+/// naming `what` it waited for and showing what the probe returned last as `Err`.
+///
+/// A probe that sees the wait can never succeed (the process it waits for has exited) should
+/// panic itself, with what it knows, rather than let the wait run out.
+#[track_caller]
+pub fn eventually<T, Seen: std::fmt::Display>(
+    what: &str,
+    patience: Duration,
+    probe: impl FnMut() -> Result<T, Seen>,
+) -> T {
+    match poll_until(patience, probe) {
+        Ok(value) => value,
+        Err(seen) => panic!("timed out after {patience:?} waiting for {what}; last seen: {seen}"),
+    }
+}
+
+/// The loop behind [`eventually`]: polls `probe` until it returns `Ok` or `patience` has passed,
+/// and then returns what it returned last. Only for a wait that must not fail the test, such as
+/// one in `Drop`, where a panic while the test is already failing would abort the whole binary.
+pub fn poll_until<T, Seen>(
+    patience: Duration,
+    mut probe: impl FnMut() -> Result<T, Seen>,
+) -> Result<T, Seen> {
+    let deadline = Instant::now() + patience;
+    loop {
+        let seen = match probe() {
+            Ok(value) => return Ok(value),
+            Err(seen) => seen,
+        };
+        if Instant::now() >= deadline {
+            return Err(seen);
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
 
 /// Path of one of the workspace's binaries (`rootsd`, `rootsctl`) in the same target directory
 /// as this test executable.
@@ -86,6 +129,7 @@ impl Sandbox {
     }
 
     /// Starts the daemon and waits until it answers on the socket.
+    #[track_caller]
     pub fn start_daemon(&self) -> Daemon {
         self.start_daemon_with(self.rootsd())
     }
@@ -93,6 +137,7 @@ impl Sandbox {
     /// Starts `cmd`, which must run a daemon serving this sandbox's socket (a variation of
     /// [`Sandbox::rootsd`]: other flags, environment or a wrapper that `exec`s it), and waits
     /// until it answers on the socket.
+    #[track_caller]
     pub fn start_daemon_with(&self, mut cmd: Command) -> Daemon {
         let child = cmd
             .stdin(Stdio::null())
@@ -101,17 +146,22 @@ impl Sandbox {
             .spawn()
             .expect("spawn rootsd");
         let mut daemon = Daemon::new(child);
-        let deadline = Instant::now() + PATIENCE;
-        while !answers(&self.socket) {
+        eventually("rootsd to answer", PATIENCE, || {
             if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
                 panic!(
                     "rootsd exited with {status} before answering: {}",
                     daemon.stderr()
                 );
             }
-            assert!(Instant::now() < deadline, "rootsd did not answer in time");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            if answers(&self.socket) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "rootsd runs, but {} does not answer",
+                    self.socket.display()
+                ))
+            }
+        });
         daemon
     }
 
@@ -163,14 +213,16 @@ impl Sandbox {
 /// Runs `cmd` to completion with stdin empty, capturing stdout and stderr; fails the test (after
 /// killing it) if it runs longer than [`PATIENCE`]. For commands that should exit on their own but
 /// might, through a bug, keep running.
+#[track_caller]
 pub fn output_within(cmd: &mut Command) -> Output {
     use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the command");
+    let mut child = Reaped(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the command"),
+    );
     fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -180,20 +232,15 @@ pub fn output_within(cmd: &mut Command) -> Output {
             bytes
         })
     }
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll the command") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not exit within {PATIENCE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let stdout = drain(child.0.stdout.take());
+    let stderr = drain(child.0.stderr.take());
+    let status = eventually(&format!("{cmd:?} to exit"), PATIENCE, || {
+        child
+            .0
+            .try_wait()
+            .expect("poll the command")
+            .ok_or("still running")
+    });
     Output {
         status,
         stdout: stdout.join().expect("read stdout"),
@@ -272,15 +319,14 @@ impl Daemon {
     }
 
     /// Waits for the daemon to exit and returns its status.
+    #[track_caller]
     pub fn wait(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll rootsd") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "rootsd did not exit in time");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        eventually("rootsd to exit", PATIENCE, || {
+            self.child
+                .try_wait()
+                .expect("poll rootsd")
+                .ok_or("still running")
+        })
     }
 
     /// Everything the daemon wrote to stderr; only after it exited.
@@ -296,6 +342,16 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A child process that is killed and reaped when it goes out of scope, however the test ends.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -360,5 +416,44 @@ impl RawClient {
                 return message;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventually_returns_the_first_success() {
+        let mut looks = 0;
+        let value = eventually("the third look", PATIENCE, || {
+            looks += 1;
+            if looks == 3 {
+                Ok(looks * 10)
+            } else {
+                Err(looks)
+            }
+        });
+        assert_eq!((value, looks), (30, 3));
+    }
+
+    #[test]
+    fn eventually_fails_naming_what_it_awaited_and_what_it_saw_last() {
+        let mut looks = 0;
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually("a miracle", Duration::from_millis(30), || {
+                looks += 1;
+                Err::<(), _>(format!("look {looks}"))
+            })
+        }))
+        .expect_err("the wait runs out");
+        let message = failed
+            .downcast_ref::<String>()
+            .expect("a formatted panic message");
+        assert!(looks > 1, "it looked again before giving up");
+        assert_eq!(
+            message,
+            &format!("timed out after 30ms waiting for a miracle; last seen: look {looks}")
+        );
     }
 }

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rootsd_tests::{PATIENCE, Sandbox, answers, output_within};
+use rootsd_tests::{PATIENCE, Sandbox, answers, eventually, output_within};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -176,20 +176,19 @@ fn next_line(lines: &Receiver<String>, what: &str) -> String {
 /// Makes changes to `workspace` (adding `watched/<workspace>/<n>`) until the watcher prints a
 /// line, as it subscribes asynchronously; returns that line and the roots added so far.
 fn first_change(sb: &Sandbox, lines: &Receiver<String>, workspace: &str) -> (String, Vec<Value>) {
-    let deadline = Instant::now() + PATIENCE;
     let mut added = Vec::new();
-    loop {
-        assert!(Instant::now() < deadline, "watch printed nothing in time");
+    let line = eventually("watch to print a change", PATIENCE, || {
         let name = added.len().to_string();
         let dir = sb.mkdir(&format!("watched/{workspace}/{name}"));
         sb.ctl_ok(&["add", dir.to_str().unwrap(), "-w", workspace]);
         added.push(json!({"uri": plain_uri(&dir), "name": name}));
         match lines.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => return (line, added),
-            Err(RecvTimeoutError::Timeout) => {}
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Timeout) => Err(format!("nothing after {} changes", added.len())),
             Err(RecvTimeoutError::Disconnected) => panic!("watch exited"),
         }
-    }
+    });
+    (line, added)
 }
 
 #[track_caller]

@@ -3,9 +3,8 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, RawClient, Sandbox, answers, bin, output_within};
+use rootsd_tests::{PATIENCE, RawClient, Sandbox, answers, bin, eventually, output_within};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
@@ -263,22 +262,18 @@ fn assert_refuses_foreign_socket(sb: &Sandbox) {
         .expect("spawn rootsd");
     let stderr = lines_of(child.stderr.take().unwrap());
     let mut child = Reaped(child);
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert_eq!(
-            identity("while rootsd starts"),
-            before,
-            "rootsd replaced the foreign file with its own socket"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "rootsd neither exited nor took the socket"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = eventually(
+        "rootsd to give up on the foreign socket file",
+        PATIENCE,
+        || {
+            assert_eq!(
+                identity("while rootsd starts"),
+                before,
+                "rootsd replaced the foreign file with its own socket"
+            );
+            child.0.try_wait().unwrap().ok_or("rootsd still runs")
+        },
+    );
     let err = stderr.iter().collect::<Vec<_>>().join("\n");
     assert!(
         !status.success(),

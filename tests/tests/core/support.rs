@@ -3,14 +3,13 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, Sandbox};
+use rootsd_tests::{PATIENCE, Sandbox, eventually, poll_until};
 use serde_json::Value;
 
-pub use rootsd_tests::{assert_exit, ctl, stderr_of, stdout_of};
+pub use rootsd_tests::{Reaped, assert_exit, ctl, stderr_of, stdout_of};
 
 /// Runs `rootsctl ARGS`, which must print one JSON value and succeed, and parses it.
 #[track_caller]
@@ -68,16 +67,6 @@ pub fn decode(uri: &str) -> PathBuf {
         .unwrap_or_else(|()| panic!("{uri} is not a local file URI"))
 }
 
-/// A child process that is killed and reaped when the test ends, however it ends.
-pub struct Reaped(pub Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Reads a child's output line by line in a thread, so that a test can wait for a line with a
 /// deadline. The channel disconnects when the child closes it (usually by exiting).
 pub fn lines_of(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
@@ -120,15 +109,15 @@ pub fn run_into_closed_pipe(cmd: &mut Command) -> Output {
 }
 
 /// Waits for a child to exit within [`PATIENCE`].
+#[track_caller]
 pub fn wait_for(mut child: Reaped, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = child.0.try_wait().expect("poll the child") {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what} did not exit in time");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually(&format!("{what} to exit"), PATIENCE, || {
+        child
+            .0
+            .try_wait()
+            .expect("poll the child")
+            .ok_or("still running")
+    })
 }
 
 /// Kills, when dropped, whatever rootsd an autostarting rootsctl left running for a sandbox.
@@ -190,10 +179,8 @@ impl Drop for AutostartGuard {
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
-        // The kernel releases the lock once the daemon is gone.
-        let deadline = Instant::now() + PATIENCE;
-        while self.lock_held() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // The kernel releases the lock once the daemon is gone. Not `eventually`: a guard that
+        // panics while the test is already failing would abort the whole test binary.
+        let _ = poll_until(PATIENCE, || if self.lock_held() { Err(()) } else { Ok(()) });
     }
 }

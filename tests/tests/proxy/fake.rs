@@ -3,27 +3,40 @@
 
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, Sandbox};
+use rootsd_tests::{PATIENCE, eventually};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeLog, MODERN_VERSION, Proxy, add_wait, assert_exit, ctl, daemon_roots, fake_server,
-    fake_server_with, is_method, is_response_to, list_changed_count, modern_meta, sessions, show,
-    wait_for_session,
+    FakeLog, FakeSession, FakeSetup, MODERN_VERSION, Proxy, add_wait, assert_exit, ctl,
+    daemon_roots, fake_server, is_method, is_response_to, list_changed_count, modern_meta, show,
+    wait_for_no_sessions, wait_for_session,
 };
 
 /// The fake's `requestState` values (see the script); they must come back unchanged.
 const STATE_ROOTS: &str = "st-1/\"roots\" \\ é\u{2028}{\"x\":1}==";
 const STATE_MIXED: &str = "st-2/\"mixed\" \\ ü{\"y\":[2]}";
 
-/// A sandbox whose store holds one root (directory `a`), with no daemon running: the daemon
-/// held the list, then went away before the proxy starts.
-fn stored_root_without_daemon() -> Sandbox {
-    let sb = Sandbox::new();
-    sb.mkdir("a");
-    let _daemon = sb.start_daemon();
-    sb.ctl_ok(&["add", "a"]);
-    sb
+/// A session whose daemon held one root (directory `a`), then went away before the proxy started.
+fn stored_root_without_daemon(scenario: &str) -> FakeSession {
+    FakeSession::start(
+        scenario,
+        FakeSetup {
+            roots: &["a"],
+            daemon_gone: true,
+            ..FakeSetup::default()
+        },
+    )
+}
+
+/// A session whose daemon holds one root (directory `a`) and is running.
+fn one_root(scenario: &str) -> FakeSession {
+    FakeSession::start(
+        scenario,
+        FakeSetup {
+            roots: &["a"],
+            ..FakeSetup::default()
+        },
+    )
 }
 
 /// The `tools/call` requests the fake received for tool `name`, in order.
@@ -86,15 +99,11 @@ fn assert_host_saw_only_responses(proxy: &Proxy) {
 
 #[test]
 fn modern_input_required_for_roots_is_answered_by_the_proxy() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    sb.mkdir("a");
+    let mut fake = one_root("quiet");
+    fake.registered();
+    let roots = fake.roots();
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
     let b = sb.mkdir("b");
-    sb.ctl_ok(&["add", "a"]);
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
-    wait_for_session(&sb, proxy.pid(), "registration", |_| true);
-    let roots = daemon_roots(&sb, "default");
 
     // No initialize: a 2026-07-28 host just calls.
     let arguments = json!({"path": "/x", "deep": {"list": [1, 2]}});
@@ -150,7 +159,7 @@ fn modern_input_required_for_roots_is_answered_by_the_proxy() {
     assert_eq!(retry["params"]["arguments"], arguments);
     assert_eq!(retry["params"]["_meta"], first["params"]["_meta"]);
 
-    let session = wait_for_session(&sb, proxy.pid(), "the stateless era", |s| {
+    let session = wait_for_session(sb, proxy.pid(), "the stateless era", |s| {
         s["era"] == json!("stateless") && s["server"].is_object()
     });
     assert_eq!(
@@ -162,29 +171,25 @@ fn modern_input_required_for_roots_is_answered_by_the_proxy() {
     assert_eq!(session["fetched_revision"], json!(1), "{session}");
 
     // A change is not announced to a stateless session, and --wait does not wait for it.
-    let (change, said) = add_wait(&sb, &[&b], &[]);
+    let (change, said) = add_wait(sb, &[&b], &[]);
     assert_eq!(change["notified_sessions"], json!(0), "{change}");
     assert!(said.contains("0 of 0"), "add --wait said {said:?}");
-    let new_roots = daemon_roots(&sb, "default");
+    let new_roots = daemon_roots(sb, "default");
     // Call until the proxy answers with the new list: it has the change then, and any
     // list_changed it sent for it reached the fake before that retry.
-    let deadline = Instant::now() + PATIENCE;
     let mut id = 100;
-    loop {
+    eventually("the proxy to answer with the new roots", PATIENCE, || {
+        id += 1;
         proxy.send(&modern_call(json!(id), "needs_roots", json!({})));
         let response = proxy.response(&json!(id));
         let got = &response["result"]["structuredContent"]["inputResponses"]["ws"]["roots"];
         if *got == new_roots {
-            break;
+            Ok(())
+        } else {
+            Err(response)
         }
-        assert!(
-            Instant::now() < deadline,
-            "the new roots never came: {response}"
-        );
-        id += 1;
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    round_trip(&mut proxy);
+    });
+    round_trip(proxy);
     let messages = log.messages();
     assert_eq!(
         list_changed_count(&messages),
@@ -196,23 +201,19 @@ fn modern_input_required_for_roots_is_answered_by_the_proxy() {
         !messages.iter().any(|m| is_method(m, "initialize")),
         "the proxy invented a handshake"
     );
-    let session = wait_for_session(&sb, proxy.pid(), "the new fetch", |s| {
+    let session = wait_for_session(sb, proxy.pid(), "the new fetch", |s| {
         s["fetched_revision"] == change["revision"]
     });
     assert_eq!(session["notifications_sent"], json!(0), "{session}");
-    assert_host_saw_only_responses(&proxy);
+    assert_host_saw_only_responses(proxy);
 }
 
 #[test]
 fn mixed_input_required_leaves_elicitation_to_the_host_and_adds_roots_to_its_retry() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    sb.mkdir("a");
-    sb.ctl_ok(&["add", "a"]);
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
-    wait_for_session(&sb, proxy.pid(), "registration", |_| true);
-    let roots = daemon_roots(&sb, "default");
+    let mut fake = one_root("quiet");
+    fake.registered();
+    let roots = fake.roots();
+    let (log, proxy) = (&fake.log, &mut fake.proxy);
 
     proxy.send(&modern_call(
         json!("host-1"),
@@ -264,27 +265,27 @@ fn mixed_input_required_leaves_elicitation_to_the_host_and_adds_roots_to_its_ret
 
 #[test]
 fn a_cancelled_roots_list_waiting_for_the_daemon_is_never_answered() {
-    let sb = stored_root_without_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
+    let mut fake = stored_root_without_daemon("quiet");
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
+    let daemon = &mut fake.daemon;
     proxy.initialize();
     // The proxy relays while the daemon is unreachable.
-    round_trip(&mut proxy);
+    round_trip(proxy);
 
     emit(
-        &mut proxy,
+        proxy,
         json!({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}),
     );
     emit(
-        &mut proxy,
+        proxy,
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                "params": {"requestId": "r1", "reason": "no longer needed"}}),
     );
     emit(
-        &mut proxy,
+        proxy,
         json!({"jsonrpc": "2.0", "id": "r2", "method": "roots/list"}),
     );
-    round_trip(&mut proxy);
+    round_trip(proxy);
     let messages = log.messages();
     assert!(
         roots_answers(&messages).is_empty(),
@@ -292,7 +293,7 @@ fn a_cancelled_roots_list_waiting_for_the_daemon_is_never_answered() {
         show(&messages)
     );
 
-    let _daemon = sb.start_daemon();
+    *daemon = Some(sb.start_daemon());
     let messages = log.wait_for("the answer to r2", |m| {
         m.iter().any(|m| is_response_to(m, &json!("r2")))
     });
@@ -302,11 +303,11 @@ fn a_cancelled_roots_list_waiting_for_the_daemon_is_never_answered() {
         .unwrap();
     assert_eq!(
         answer["result"],
-        json!({"roots": daemon_roots(&sb, "default")}),
+        json!({"roots": daemon_roots(sb, "default")}),
         "{answer}"
     );
     // r1 would have been answered before r2: it never will be.
-    round_trip(&mut proxy);
+    round_trip(proxy);
     let messages = log.messages();
     assert!(
         !messages.iter().any(|m| m.get("id") == Some(&json!("r1"))),
@@ -314,19 +315,15 @@ fn a_cancelled_roots_list_waiting_for_the_daemon_is_never_answered() {
         show(&messages)
     );
     assert_eq!(roots_answers(&messages).len(), 1, "{}", show(&messages));
-    assert_host_saw_only_responses(&proxy);
+    assert_host_saw_only_responses(proxy);
 }
 
 #[test]
 fn a_roots_list_before_initialized_is_answered_and_list_changed_waits_for_initialized() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    sb.mkdir("a");
+    let mut fake = one_root("early");
+    let first_roots = fake.roots();
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
     let b = sb.mkdir("b");
-    sb.ctl_ok(&["add", "a"]);
-    let first_roots = daemon_roots(&sb, "default");
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("early", &log));
 
     let id = proxy.send_initialize(json!({}));
     let init = proxy.response(&id);
@@ -343,13 +340,13 @@ fn a_roots_list_before_initialized_is_answered_and_list_changed_waits_for_initia
 
     // A change before initialized: no list_changed may reach the server yet.
     sb.ctl_ok(&["add", b.to_str().unwrap()]);
-    let session = wait_for_session(&sb, proxy.pid(), "registration", |_| true);
+    let session = wait_for_session(sb, proxy.pid(), "registration", |_| true);
     assert_eq!(session["notifications_sent"], json!(0), "{session}");
-    round_trip(&mut proxy);
+    round_trip(proxy);
     proxy.notify("notifications/initialized", json!({}));
 
     // Then it does, and the fake fetches the new list.
-    let new_roots = daemon_roots(&sb, "default");
+    let new_roots = daemon_roots(sb, "default");
     let messages = log.wait_for("a fetch of the new list", |m| {
         roots_answers(m)
             .last()
@@ -365,24 +362,26 @@ fn a_roots_list_before_initialized_is_answered_and_list_changed_waits_for_initia
         show(&messages)
     );
     assert_eq!(list_changed_count(&messages), 1, "{}", show(&messages));
-    assert_host_saw_only_responses(&proxy);
+    assert_host_saw_only_responses(proxy);
 }
 
 #[test]
 fn a_burst_of_changes_is_coalesced_and_the_last_fetch_is_the_final_list() {
     const CHANGES: usize = 100;
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    sb.mkdir("base");
-    sb.ctl_ok(&["add", "base"]);
+    // `hold`: the fake fetches on every list_changed, but only once released.
+    let mut fake = FakeSession::start(
+        "hold",
+        FakeSetup {
+            roots: &["base"],
+            ..FakeSetup::default()
+        },
+    );
+    let first = fake.roots();
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
     let dirs: Vec<_> = (0..CHANGES)
         .map(|i| sb.mkdir(&format!("burst/d{i:03}")))
         .collect();
-    let log = FakeLog::new(&sb, "fake");
-    // `hold`: the fake fetches on every list_changed, but only once released.
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("hold", &log));
     proxy.initialize();
-    let first = daemon_roots(&sb, "default");
     log.wait_for("the first fetch", |m| {
         roots_answers(m)
             .first()
@@ -405,12 +404,12 @@ fn a_burst_of_changes_is_coalesced_and_the_last_fetch_is_the_final_list() {
         let response = client.read_json();
         assert!(response.get("result").is_some(), "{response}");
     }
-    let last = daemon_roots(&sb, "default");
+    let last = daemon_roots(sb, "default");
     assert_eq!(last.as_array().map(Vec::len), Some(CHANGES + 1));
 
     // The fake has not fetched again, so exactly one notification is outstanding.
     log.wait_for("a list_changed", |m| list_changed_count(m) >= 1);
-    round_trip(&mut proxy);
+    round_trip(proxy);
     let messages = log.messages();
     assert_eq!(list_changed_count(&messages), 1, "{}", show(&messages));
 
@@ -427,22 +426,20 @@ fn a_burst_of_changes_is_coalesced_and_the_last_fetch_is_the_final_list() {
         show(&messages)
     );
     // Nothing more follows: the server holds the newest list.
-    round_trip(&mut proxy);
+    round_trip(proxy);
     let messages = log.messages();
     assert_eq!(list_changed_count(&messages), count, "{}", show(&messages));
-    let session = wait_for_session(&sb, proxy.pid(), "the final fetch", |s| {
+    let session = wait_for_session(sb, proxy.pid(), "the final fetch", |s| {
         s["fetched_revision"] == json!(CHANGES + 1)
     });
     assert_eq!(session["notifications_sent"], json!(count), "{session}");
-    assert_host_saw_only_responses(&proxy);
+    assert_host_saw_only_responses(proxy);
 }
 
 #[test]
 fn the_hosts_list_changed_is_dropped_and_initialize_keeps_its_other_capabilities() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
+    let mut fake = FakeSession::start("quiet", FakeSetup::default());
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
 
     let params = json!({
         "protocolVersion": "2025-06-18",
@@ -494,8 +491,8 @@ fn the_hosts_list_changed_is_dropped_and_initialize_keeps_its_other_capabilities
     );
 
     // With --no-list-changed the server is told roots without listChanged.
-    let log = FakeLog::new(&sb, "fake-nlc");
-    let mut proxy = Proxy::spawn(&sb, &["--no-list-changed"], &fake_server("quiet", &log));
+    let log = FakeLog::new(sb, "fake-nlc");
+    let mut proxy = Proxy::spawn(sb, &["--no-list-changed"], &fake_server("quiet", &log));
     let id = proxy.send_initialize(json!({"sampling": {}}));
     let init = proxy.response(&id);
     assert!(init.get("result").is_some(), "{init}");
@@ -513,14 +510,10 @@ fn the_hosts_list_changed_is_dropped_and_initialize_keeps_its_other_capabilities
 
 #[test]
 fn a_server_that_keeps_asking_for_roots_gets_ten_retries_then_the_host_gets_an_error() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    sb.mkdir("a");
-    sb.ctl_ok(&["add", "a"]);
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
-    wait_for_session(&sb, proxy.pid(), "registration", |_| true);
-    let roots = daemon_roots(&sb, "default");
+    let mut fake = one_root("quiet");
+    fake.registered();
+    let roots = fake.roots();
+    let (log, proxy) = (&fake.log, &mut fake.proxy);
 
     proxy.send(&modern_call(json!(21), "always_roots", json!({})));
     let response = proxy.response(&json!(21));
@@ -534,7 +527,7 @@ fn a_server_that_keeps_asking_for_roots_gets_ten_retries_then_the_host_gets_an_e
     );
     assert!(response.get("result").is_none(), "{response}");
 
-    round_trip(&mut proxy);
+    round_trip(proxy);
     let messages = log.messages();
     let calls = calls_of(&messages, "always_roots");
     assert_eq!(
@@ -563,37 +556,33 @@ fn a_server_that_keeps_asking_for_roots_gets_ten_retries_then_the_host_gets_an_e
 
 #[test]
 fn the_proxy_exits_with_the_servers_exit_status() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(
-        &sb,
-        &[],
-        &fake_server_with("quiet", &log, &["--exit-code", "7"]),
+    let mut fake = FakeSession::start(
+        "quiet",
+        FakeSetup {
+            server_args: &["--exit-code", "7"],
+            ..FakeSetup::default()
+        },
     );
+    let (sb, proxy) = (&fake.sb, &mut fake.proxy);
     proxy.initialize();
-    round_trip(&mut proxy);
+    round_trip(proxy);
     proxy.close_stdin();
     let status = proxy.wait_exit();
     assert_eq!(status.code(), Some(7), "stderr:\n{}", proxy.final_stderr());
-    let deadline = Instant::now() + PATIENCE;
-    while !sessions(&sb).is_empty() {
-        assert!(Instant::now() < deadline, "the session outlived the proxy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_no_sessions(sb);
 }
 
 #[test]
 fn modern_input_required_before_the_first_list_waits_for_the_daemons_list() {
-    let sb = stored_root_without_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
+    let mut fake = stored_root_without_daemon("quiet");
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
+    let daemon = &mut fake.daemon;
     proxy.send(&modern_call(json!(7), "needs_roots", json!({})));
     // Once this returns, the proxy has read the fake's input_required for call 7.
-    round_trip(&mut proxy);
+    round_trip(proxy);
 
-    let _daemon = sb.start_daemon();
-    let roots = daemon_roots(&sb, "default");
+    *daemon = Some(sb.start_daemon());
+    let roots = daemon_roots(sb, "default");
     let response = proxy.response(&json!(7));
     let messages = log.messages();
     let retries: Vec<Value> = calls_of(&messages, "needs_roots").split_off(1);
@@ -615,22 +604,20 @@ fn modern_input_required_before_the_first_list_waits_for_the_daemons_list() {
 
 #[test]
 fn add_wait_does_not_wait_for_a_session_whose_server_never_asked_for_roots() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let a = sb.mkdir("a");
-    let log = FakeLog::new(&sb, "fake");
     // A server that does not use roots: it never sends roots/list, so the proxy never sends it
     // list_changed either (it only notifies servers that fetched before).
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
+    let mut fake = FakeSession::start("quiet", FakeSetup::default());
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
+    let a = sb.mkdir("a");
     proxy.initialize();
-    round_trip(&mut proxy);
-    wait_for_session(&sb, proxy.pid(), "the handshake era", |s| {
+    round_trip(proxy);
+    wait_for_session(sb, proxy.pid(), "the handshake era", |s| {
         s["era"] == json!("handshake")
     });
 
     let started = Instant::now();
     let output = ctl(
-        &sb,
+        sb,
         &[
             "add",
             a.to_str().unwrap(),
@@ -652,16 +639,16 @@ fn add_wait_does_not_wait_for_a_session_whose_server_never_asked_for_roots() {
     );
     let change: Value = serde_json::from_slice(&output.stdout).expect("add --json");
     assert_eq!(change["notified_sessions"], json!(0), "{change}");
-    round_trip(&mut proxy);
+    round_trip(proxy);
     assert_eq!(list_changed_count(&log.messages()), 0);
 }
 
 #[test]
 fn a_server_refused_roots_while_rootsd_was_away_is_told_once_it_is_back() {
-    let sb = stored_root_without_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let started = Instant::now();
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("reference", &log));
+    let mut fake = stored_root_without_daemon("reference");
+    let started = fake.spawned;
+    let (sb, log, proxy) = (&fake.sb, &fake.log, &mut fake.proxy);
+    let daemon = &mut fake.daemon;
     proxy.initialize();
     // The fake asks right after initialized; with no daemon the proxy holds the request, then
     // (5 s after it started) answers it with an error.
@@ -675,8 +662,8 @@ fn a_server_refused_roots_while_rootsd_was_away_is_told_once_it_is_back() {
     assert_eq!(refused["id"], json!(0), "{refused}");
     assert_eq!(refused["error"]["code"], json!(-32603), "{refused}");
 
-    let _daemon = sb.start_daemon();
-    let roots = daemon_roots(&sb, "default");
+    *daemon = Some(sb.start_daemon());
+    let roots = daemon_roots(sb, "default");
     // The error said a list_changed follows once rootsd is reachable: the server asks again then.
     let messages = log.wait_for("list_changed and a fetch of the daemon's list", |m| {
         roots_answers(m)
@@ -684,5 +671,5 @@ fn a_server_refused_roots_while_rootsd_was_away_is_told_once_it_is_back() {
             .is_some_and(|a| a["result"] == json!({"roots": roots}))
     });
     assert_eq!(list_changed_count(&messages), 1, "{}", show(&messages));
-    assert_host_saw_only_responses(&proxy);
+    assert_host_saw_only_responses(proxy);
 }

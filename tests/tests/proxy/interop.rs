@@ -1,15 +1,16 @@
 //! The proxy in front of the real reference filesystem server
 //! (`@modelcontextprotocol/server-filesystem`, pinned in tests/interop/package-lock.json).
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{PATIENCE, Sandbox};
+use rootsd_tests::{Daemon, PATIENCE, Sandbox};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
 use crate::support::{
     Proxy, add_wait, assert_exit, ctl, filesystem_server, remove_wait, sessions, stderr_of,
-    stdout_of, wait_for_session,
+    stdout_of, wait_for_no_sessions, wait_for_session,
 };
 
 /// A proxied filesystem server with the handshake done.
@@ -17,6 +18,33 @@ fn session(sb: &Sandbox, options: &[&str]) -> Proxy {
     let mut proxy = Proxy::spawn(sb, options, &filesystem_server());
     proxy.initialize();
     proxy
+}
+
+/// The setup several tests share: a daemon whose default workspace holds directory `a`, and a
+/// proxied filesystem server that has done its handshake and shows `a`. Fields drop in order:
+/// the proxy before the daemon, both before the sandbox.
+struct ServingA {
+    proxy: Proxy,
+    daemon: Daemon,
+    a: PathBuf,
+    sb: Sandbox,
+}
+
+impl ServingA {
+    fn start() -> Self {
+        let sb = Sandbox::new();
+        let daemon = sb.start_daemon();
+        let a = sb.mkdir("a");
+        sb.ctl_ok(&["add", "a"]);
+        let mut proxy = session(&sb, &[]);
+        proxy.wait_for_dirs(&[&a]);
+        Self {
+            proxy,
+            daemon,
+            a,
+            sb,
+        }
+    }
 }
 
 #[test]
@@ -45,25 +73,21 @@ fn the_server_gets_the_daemons_roots_after_the_handshake() {
 
 #[test]
 fn add_and_remove_wait_reach_the_server() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let a = sb.mkdir("a");
+    let mut serving = ServingA::start();
+    let (sb, a, proxy) = (&serving.sb, &serving.a, &mut serving.proxy);
     let b = sb.mkdir("b");
-    sb.ctl_ok(&["add", "a"]);
-    let mut proxy = session(&sb, &[]);
-    proxy.wait_for_dirs(&[&a]);
 
-    let (change, said) = add_wait(&sb, &[&b], &[]);
+    let (change, said) = add_wait(sb, &[&b], &[]);
     assert_eq!(change["notified_sessions"], json!(1), "{change}");
     assert!(said.contains("1 of 1"), "add --wait said {said:?}");
-    proxy.wait_for_dirs(&[&a, &b]);
+    proxy.wait_for_dirs(&[a, &b]);
 
-    let (change, said) = remove_wait(&sb, &[&a], &[]);
+    let (change, said) = remove_wait(sb, &[a], &[]);
     assert_eq!(change["notified_sessions"], json!(1), "{change}");
     assert!(said.contains("1 of 1"), "remove --wait said {said:?}");
     proxy.wait_for_dirs(&[&b]);
 
-    let session = wait_for_session(&sb, proxy.pid(), "the fetch of the removal", |s| {
+    let session = wait_for_session(sb, proxy.pid(), "the fetch of the removal", |s| {
         s["fetched_revision"] == change["revision"]
     });
     assert_eq!(session["notifications_sent"], json!(2), "{session}");
@@ -189,20 +213,16 @@ fn twenty_concurrent_sessions_converge_after_one_change() {
 
 #[test]
 fn the_session_survives_a_daemon_crash_and_catches_up() {
-    let sb = Sandbox::new();
-    let mut daemon = sb.start_daemon();
-    let a = sb.mkdir("a");
+    let mut serving = ServingA::start();
+    let (sb, a, proxy) = (&serving.sb, &serving.a, &mut serving.proxy);
+    let daemon = &mut serving.daemon;
     let b = sb.mkdir("b");
-    sb.ctl_ok(&["add", "a"]);
-    let mut proxy = session(&sb, &[]);
-    proxy.wait_for_dirs(&[&a]);
-    let before = wait_for_session(&sb, proxy.pid(), "the first fetch", |s| {
+    let before = wait_for_session(sb, proxy.pid(), "the first fetch", |s| {
         s["fetched_revision"] == json!(1)
     });
 
     daemon.signal(Signal::KILL);
     daemon.wait();
-    drop(daemon);
 
     // While the daemon is away, tool calls keep flowing, every one answered, in order.
     let mut sent = Vec::new();
@@ -225,10 +245,10 @@ fn the_session_survives_a_daemon_crash_and_catches_up() {
         answered.push(message["id"].clone());
     }
     assert_eq!(answered, sent, "responses were lost or reordered");
-    let output = ctl(&sb, &["sessions"]);
+    let output = ctl(sb, &["sessions"]);
     assert_exit(&output, 3, "sessions while the daemon is down");
 
-    let _daemon = sb.start_daemon();
+    *daemon = sb.start_daemon();
     // More calls while the proxy reconnects.
     let mut sent = Vec::new();
     for _ in 0..6 {
@@ -237,13 +257,13 @@ fn the_session_survives_a_daemon_crash_and_catches_up() {
             json!({"name": "list_allowed_directories", "arguments": {}}),
         ));
     }
-    let again = wait_for_session(&sb, proxy.pid(), "the session again", |_| true);
+    let again = wait_for_session(sb, proxy.pid(), "the session again", |_| true);
     assert_eq!(again["era"], json!("handshake"), "{again}");
     assert_eq!(again["fetched_revision"], json!(1), "{again}");
     assert_eq!(again["server"], before["server"], "{again}");
     assert_eq!(again["label"], before["label"], "{again}");
 
-    let (change, said) = add_wait(&sb, &[&b], &[]);
+    let (change, said) = add_wait(sb, &[&b], &[]);
     assert!(said.contains("1 of 1"), "add --wait said {said:?}");
     let mut answered = Vec::new();
     while answered.len() < sent.len() {
@@ -252,8 +272,8 @@ fn the_session_survives_a_daemon_crash_and_catches_up() {
         answered.push(message["id"].clone());
     }
     assert_eq!(answered, sent, "responses were lost or reordered");
-    proxy.wait_for_dirs(&[&a, &b]);
-    let after = wait_for_session(&sb, proxy.pid(), "the new fetch", |s| {
+    proxy.wait_for_dirs(&[a, &b]);
+    let after = wait_for_session(sb, proxy.pid(), "the new fetch", |s| {
         s["fetched_revision"] == change["revision"]
     });
     assert_eq!(after["notifications_sent"], json!(1), "{after}");
@@ -314,13 +334,9 @@ fn sessions_json_describes_the_real_server() {
 
 #[test]
 fn closing_stdin_ends_the_proxy_with_the_servers_status() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let a = sb.mkdir("a");
-    sb.ctl_ok(&["add", "a"]);
-    let mut proxy = session(&sb, &[]);
-    proxy.wait_for_dirs(&[&a]);
-    wait_for_session(&sb, proxy.pid(), "the session", |_| true);
+    let mut serving = ServingA::start();
+    let (sb, proxy) = (&serving.sb, &mut serving.proxy);
+    wait_for_session(sb, proxy.pid(), "the session", |_| true);
 
     let started = Instant::now();
     proxy.close_stdin();
@@ -334,11 +350,7 @@ fn closing_stdin_ends_the_proxy_with_the_servers_status() {
     );
     assert!(took < PATIENCE / 4, "took {took:?}");
     // Its session is gone with it.
-    let deadline = Instant::now() + PATIENCE;
-    while !sessions(&sb).is_empty() {
-        assert!(Instant::now() < deadline, "the session outlived the proxy");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_no_sessions(sb);
 }
 
 #[test]

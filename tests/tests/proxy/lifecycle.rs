@@ -5,14 +5,12 @@ use std::time::{Duration, Instant};
 
 use rootsd_tests::Sandbox;
 
-use crate::support::{FakeLog, Proxy, fake_server};
+use crate::support::{FakeSession, FakeSetup, Proxy};
 
 #[test]
 fn a_signal_to_the_proxy_reaches_the_server() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let log = FakeLog::new(&sb, "fake");
-    let mut proxy = Proxy::spawn(&sb, &[], &fake_server("quiet", &log));
+    let mut fake = FakeSession::start("quiet", FakeSetup::default());
+    let proxy = &mut fake.proxy;
     proxy.initialize();
     let pid = rustix::process::Pid::from_raw(proxy.pid() as i32).expect("a real pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal the proxy");

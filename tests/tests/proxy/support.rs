@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rootsd_tests::{PATIENCE, Sandbox, output_within};
+use rootsd_tests::{Daemon, PATIENCE, Sandbox, eventually, output_within};
 use serde_json::{Value, json};
 
 /// The protocol version the tests' hosts ask for in `initialize`.
@@ -133,19 +133,14 @@ impl FakeLog {
     /// Polls the log until `done` holds for it; returns the log then.
     #[track_caller]
     pub fn wait_for(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
+        eventually(&format!("the fake server to see {what}"), PATIENCE, || {
             let messages = self.messages();
             if done(&messages) {
-                return messages;
+                Ok(messages)
+            } else {
+                Err(format!("it received:\n{}", show(&messages)))
             }
-            assert!(
-                Instant::now() < deadline,
-                "the fake server never saw {what}; it received:\n{}",
-                show(&messages)
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })
     }
 }
 
@@ -174,6 +169,88 @@ pub fn list_changed_count(messages: &[Value]) -> usize {
         .iter()
         .filter(|m| is_method(m, "notifications/roots/list_changed"))
         .count()
+}
+
+/// The setup most fake-server tests share: a sandbox whose default workspace holds some roots, a
+/// daemon, and the host's end of `rootsctl proxy` in front of the fake in one scenario. Tests
+/// state what differs in a [`FakeSetup`] and take it from there: the handshake, if any, is
+/// theirs.
+///
+/// Fields drop in order: the proxy (and with it the fake) before the daemon, and both before the
+/// sandbox they live in.
+pub struct FakeSession {
+    pub proxy: Proxy,
+    pub log: FakeLog,
+    /// `None` while the daemon is away (see [`FakeSetup::daemon_gone`]); a test brings it back
+    /// with `Some(sb.start_daemon())`.
+    pub daemon: Option<Daemon>,
+    /// When the proxy was spawned, for tests that time what it does from its start.
+    pub spawned: Instant,
+    pub sb: Sandbox,
+}
+
+/// What a [`FakeSession`] is started with besides its scenario; the default is no roots, a
+/// running daemon, and the fake with no extra arguments.
+#[derive(Default)]
+pub struct FakeSetup<'a> {
+    /// Directories created in the sandbox and added to the default workspace (in one
+    /// `rootsctl add`, so at revision 1) before the proxy starts.
+    pub roots: &'a [&'a str],
+    /// Stop the daemon once the roots are stored, so that the proxy starts while it is away.
+    pub daemon_gone: bool,
+    /// More arguments for the fake server, after the scenario and log.
+    pub server_args: &'a [&'a str],
+}
+
+impl FakeSession {
+    /// Sets up as `setup` says and spawns the proxy in front of the fake in `scenario`, logging
+    /// to `fake.jsonl`. Waits for nothing: the proxy may not have registered yet.
+    pub fn start(scenario: &str, setup: FakeSetup) -> Self {
+        let sb = Sandbox::new();
+        let mut daemon = Some(sb.start_daemon());
+        for root in setup.roots {
+            sb.mkdir(root);
+        }
+        if !setup.roots.is_empty() {
+            let mut add = vec!["add"];
+            add.extend(setup.roots);
+            sb.ctl_ok(&add);
+        }
+        if setup.daemon_gone {
+            daemon = None;
+        }
+        let log = FakeLog::new(&sb, "fake");
+        let spawned = Instant::now();
+        let proxy = Proxy::spawn(
+            &sb,
+            &[],
+            &fake_server_with(scenario, &log, setup.server_args),
+        );
+        Self {
+            proxy,
+            log,
+            daemon,
+            spawned,
+            sb,
+        }
+    }
+
+    /// The roots of the default workspace, as the daemon lists them.
+    pub fn roots(&self) -> Value {
+        daemon_roots(&self.sb, "default")
+    }
+
+    /// This proxy's session, once `done` holds for it.
+    #[track_caller]
+    pub fn session(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        wait_for_session(&self.sb, self.proxy.pid(), what, done)
+    }
+
+    /// Waits until the proxy has registered its session with the daemon.
+    #[track_caller]
+    pub fn registered(&self) -> Value {
+        self.session("registration", |_| true)
+    }
 }
 
 /// The host's side of one `rootsctl proxy`: writes MCP lines to its stdin, reads its stdout.
@@ -392,19 +469,18 @@ impl Proxy {
     #[track_caller]
     pub fn wait_for_dirs(&mut self, expected: &[&Path]) {
         let expected: BTreeSet<PathBuf> = expected.iter().map(|p| p.to_path_buf()).collect();
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let dirs = self.allowed_dirs();
-            if dirs == expected {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the server never showed {expected:?}; last {dirs:?}\nstderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        eventually(
+            &format!("the server to show {expected:?}"),
+            PATIENCE,
+            || {
+                let dirs = self.allowed_dirs();
+                if dirs == expected {
+                    Ok(())
+                } else {
+                    Err(format!("{dirs:?}\nstderr:\n{}", self.stderr()))
+                }
+            },
+        );
     }
 
     /// Closes the proxy's stdin, as a host does to end the session.
@@ -415,18 +491,12 @@ impl Proxy {
     /// Waits for the proxy to exit within [`PATIENCE`].
     #[track_caller]
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll the proxy") {
-                return status;
+        eventually("the proxy to exit", PATIENCE, || {
+            match self.child.try_wait().expect("poll the proxy") {
+                Some(status) => Ok(status),
+                None => Err(format!("still running; stderr:\n{}", self.stderr())),
             }
-            assert!(
-                Instant::now() < deadline,
-                "the proxy did not exit in time; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        })
     }
 
     /// Everything on stderr once the proxy and its server have closed it.
@@ -498,20 +568,27 @@ pub fn wait_for_session(
     what: &str,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    let what = format!("sessions --json to show {what} for pid {pid}");
+    eventually(&what, PATIENCE, || {
         let all = sessions(sb);
-        if let Some(session) = all.iter().find(|s| s["pid"] == json!(pid))
-            && done(session)
-        {
-            return session.clone();
+        match all.iter().find(|s| s["pid"] == json!(pid)) {
+            Some(session) if done(session) => Ok(session.clone()),
+            _ => Err(format!("sessions:\n{}", show(&all))),
         }
-        assert!(
-            Instant::now() < deadline,
-            "sessions --json never showed {what} for pid {pid}: {all:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    })
+}
+
+/// Waits until the daemon lists no session: every proxy that ended has been unregistered.
+#[track_caller]
+pub fn wait_for_no_sessions(sb: &Sandbox) {
+    eventually("every session to end with its proxy", PATIENCE, || {
+        let all = sessions(sb);
+        if all.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("sessions:\n{}", show(&all)))
+        }
+    });
 }
 
 /// `{"uri": …, "name": …}` roots of a workspace, as the daemon lists them.

@@ -8,9 +8,9 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rootsd_tests::{Daemon, PATIENCE, Sandbox, answers, bin, output_within};
+use rootsd_tests::{Daemon, PATIENCE, Sandbox, answers, bin, eventually, output_within};
 use rustix::process::Signal;
 
 /// The path of one of systemd's tools; fails the test, saying how to install it, if missing.
@@ -212,17 +212,18 @@ impl Watched {
     /// Waits until `ready` holds, failing if the process exits first or after [`PATIENCE`].
     #[track_caller]
     pub fn poll(&mut self, what: &str, mut ready: impl FnMut() -> bool) {
-        let deadline = Instant::now() + PATIENCE;
-        while !ready() {
+        eventually(what, PATIENCE, || {
+            if ready() {
+                return Ok(());
+            }
             if let Some(status) = self.daemon.child.try_wait().expect("poll the child") {
                 panic!(
                     "exited with {status} while waiting for {what}: {}",
                     self.rest_of_log()
                 );
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            Err("not yet, and the process still runs")
+        });
     }
 
     /// Waits for a log line containing `needle` and returns it; fails after [`PATIENCE`].
