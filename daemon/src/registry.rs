@@ -157,11 +157,18 @@ impl Registry {
         workspace: &WorkspaceName,
         roots: Vec<Root>,
     ) -> Result<ChangeResult, RequestError> {
-        let mut canonical = Vec::with_capacity(roots.len());
+        let mut canonical: Vec<(Option<String>, String, std::path::PathBuf)> =
+            Vec::with_capacity(roots.len());
         for root in roots {
             let path = rootsd_proto::root::path_from_uri(&root.uri)?;
             let uri = rootsd_proto::root::uri_from_path(&path)?;
-            canonical.push((root.name.filter(|n| !n.is_empty()), uri, path));
+            let name = root.name.filter(|n| !n.is_empty());
+            // One root mentioned twice (`rootsctl add a a/`) is one change, reported once; the
+            // last name given for it wins, as if the mentions had been separate adds.
+            match canonical.iter_mut().find(|(_, u, _)| *u == uri) {
+                Some(earlier) => earlier.0 = name.or(earlier.0.take()),
+                None => canonical.push((name, uri, path)),
+            }
         }
         let mut model = self.model.lock().await;
         let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
