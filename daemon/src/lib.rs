@@ -9,6 +9,7 @@
 //! - [`connection`]: one client connection: framing, dispatch, pushes.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
+//! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
 
 pub mod connection;
 pub mod error;

@@ -16,37 +16,10 @@ use interprocess::local_socket::tokio::Listener;
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt as _;
 
+pub use crate::error::{SocketError, SocketFileProblem};
+
 /// Name of the file, inside the state directory, recording the socket rootsd bound.
 const SOCKET_RECORD: &str = "socket.id";
-
-/// Why no listener could be had.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketError {
-    #[error(
-        "another rootsd is already serving {path}: stop it first, or pass a different --socket"
-    )]
-    InUse { path: PathBuf },
-    #[error(
-        "{path} exists but was not created by this rootsd (state dir {state_dir}): remove it yourself if nothing uses it, or pass a different --socket"
-    )]
-    Foreign { path: PathBuf, state_dir: PathBuf },
-    #[error(
-        "the socket directory {path} belongs to uid {owner}, not to you (uid {me}): pass a --socket in a directory you own"
-    )]
-    DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
-    #[error("failed to {action} {path}: {error}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        error: io::Error,
-    },
-    #[error(
-        "the socket path {path} is too long for a Unix socket ({len} bytes; the limit is 107): choose a shorter --socket"
-    )]
-    TooLong { path: PathBuf, len: usize },
-    #[error("systemd passed a socket rootsd cannot use: {0}")]
-    Inherited(io::Error),
-}
 
 /// A listener plus what must happen to its file at exit.
 pub struct BoundSocket {
@@ -221,21 +194,6 @@ pub struct SocketFile {
     path: PathBuf,
     /// The identity of the file we created; `None` when systemd owns the file.
     created: Option<FileId>,
-}
-
-/// Why clients can no longer reach the daemon through its socket file.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketFileProblem {
-    #[error(
-        "the socket file {path} is gone, so new clients cannot connect: restart rootsd (under systemd: `systemctl --user restart rootsd.socket`, which restarts the service too)"
-    )]
-    Missing { path: PathBuf },
-    #[error(
-        "{path} is no longer the socket rootsd listens on (someone replaced it), so new clients reach something else: restart rootsd"
-    )]
-    Replaced { path: PathBuf },
-    #[error("could not inspect the socket file {path}: {error}")]
-    Unreadable { path: PathBuf, error: io::Error },
 }
 
 impl SocketFile {
