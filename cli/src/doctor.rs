@@ -12,20 +12,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rootsd_proto::paths::{self, Environment, SOCKET_FILE_NAME};
-use rootsd_proto::wire::{self, EmptyParams, Status, StatusResult};
+use rootsd_proto::wire::{EmptyParams, Status, StatusResult};
 use serde::Serialize;
 
 use crate::args::JsonArg;
 use crate::autostart::Target;
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::errors::{ClientError, ProblemsFound};
 
 /// How long a daemon may take to answer before doctor calls it stuck.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Doctor found problems; they are already printed (exit status 1).
-#[derive(Debug, thiserror::Error)]
-#[error("doctor found {0} problem(s)")]
-pub struct ProblemsFound(pub usize);
 
 /// What doctor found, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -521,12 +517,8 @@ fn explain_client_error(socket: &Path, err: &ClientError) -> Check {
         .fix(format!(
             "{START_FIX}; a rootsd started by rootsctl reclaims the stale file itself"
         )),
-        ClientError::Protocol(message) if message.contains("control protocol") => {
-            // The client's message already names both versions and the fix.
-            Check::new(NAME, Outcome::Fail, message.clone()).fix(format!(
-                "restart rootsd from the same release as this rootsctl (control protocol {}): `systemctl --user restart rootsd.service` under systemd",
-                wire::PROTOCOL_VERSION
-            ))
+        ClientError::VersionMismatch { socket, daemon } => {
+            Check::new(NAME, Outcome::Fail, daemon.summary(socket)).fix(daemon.fix())
         }
         ClientError::Lost { .. } => Check::new(
             NAME,
