@@ -2,7 +2,7 @@
 //!
 //! Binding our own follows three rules:
 //! - the socket's directory is created mode 0700, and a directory owned by someone else is
-//!   refused;
+//!   refused unless it is sticky (the rules live in [`rootsd_proto::modes`], shared with doctor);
 //! - a socket file that answers belongs to a live daemon and is never touched;
 //! - a dead socket file is reclaimed only if this state directory's records show rootsd created
 //!   it (same device and inode); anything else at the path is left for the user to remove.
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use interprocess::local_socket::tokio::Listener;
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt as _;
+use rootsd_proto::modes::{self, Perms, SocketDir};
 
 pub use crate::error::{SocketError, SocketFileProblem};
 
@@ -150,7 +151,7 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
         .map_err(|e| io_err("name the socket", e))?;
     let listener = ListenerOptions::new()
         .name(name)
-        .mode(0o600)
+        .mode(modes::SOCKET_MODE)
         .reclaim_name(false)
         .create_tokio()
         .map_err(|e| {
@@ -165,8 +166,11 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
     // The sticky bit exempts the file from the periodic clean-up the XDG base directory
     // specification allows in $XDG_RUNTIME_DIR, which would otherwise leave a running daemon
     // that nobody can reach. It changes nothing else for a socket.
-    fs::set_permissions(path, fs::Permissions::from_mode(0o1600))
-        .map_err(|e| io_err("set the sticky bit on", e))?;
+    fs::set_permissions(
+        path,
+        fs::Permissions::from_mode(0o1000 | modes::SOCKET_MODE),
+    )
+    .map_err(|e| io_err("set the sticky bit on", e))?;
     let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
     let id = FileId::of(&meta);
     let record = state_dir.join(SOCKET_RECORD);
@@ -275,40 +279,51 @@ impl SocketCloser {
     }
 }
 
+/// Creates the socket's directory, or checks an existing one by [`modes::socket_dir`]'s rules:
+/// someone else's is refused unless it is sticky, and ours open to others earns a warning.
 fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
     let me = rustix::process::geteuid().as_raw();
-    match fs::metadata(dir) {
-        Err(err) if err.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|error| SocketError::Io {
-                action: "create the socket directory",
+    let meta = match fs::metadata(dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return fs::DirBuilder::new()
+                .recursive(true)
+                .mode(modes::SOCKET_DIR_MODE)
+                .create(dir)
+                .map_err(|error| SocketError::Io {
+                    action: "create the socket directory",
+                    path: dir.to_owned(),
+                    error,
+                });
+        }
+        Err(error) => {
+            return Err(SocketError::Io {
+                action: "inspect the socket directory",
                 path: dir.to_owned(),
                 error,
-            }),
-        Err(error) => Err(SocketError::Io {
-            action: "inspect the socket directory",
-            path: dir.to_owned(),
-            error,
-        }),
-        Ok(meta) if meta.uid() != me && meta.permissions().mode() & 0o1000 == 0 => {
-            Err(SocketError::DirectoryOwner {
-                path: dir.to_owned(),
-                owner: meta.uid(),
-                me,
-            })
+            });
         }
-        Ok(meta) => {
-            if meta.permissions().mode() & 0o077 != 0 && meta.uid() == me {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    mode = format!("{:o}", meta.permissions().mode() & 0o7777),
-                    "the socket directory is open to other users; the socket itself is still 0600 and other users are refused"
-                );
-            }
+        Ok(meta) => meta,
+    };
+    let perms = Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: meta.permissions().mode() & 0o7777,
+    };
+    match modes::socket_dir(perms, me) {
+        SocketDir::Private | SocketDir::SharedSticky => Ok(()),
+        SocketDir::OpenToOthers => {
+            tracing::warn!(
+                dir = %dir.display(),
+                mode = format!("{:o}", perms.mode),
+                "the socket directory is open to other users; the socket itself is still 0600 and other users are refused"
+            );
             Ok(())
         }
+        SocketDir::Foreign => Err(SocketError::DirectoryOwner {
+            path: dir.to_owned(),
+            owner: perms.uid,
+            me,
+        }),
     }
 }
 

@@ -20,6 +20,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use rootsd_proto::modes::Perms;
 use rootsd_proto::paths::Environment;
 use serde::Serialize;
 
@@ -192,6 +193,15 @@ const START_FIX: &str = "start it: any rootsctl command starts it on demand (try
 
 fn mode_of(meta: &fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o7777
+}
+
+/// What the mode rules of [`rootsd_proto::modes`] judge a file by.
+fn perms_of(meta: &fs::Metadata) -> Perms {
+    Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: mode_of(meta),
+    }
 }
 
 #[cfg(test)]

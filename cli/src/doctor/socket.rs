@@ -5,7 +5,9 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use super::{Check, Me, Outcome, START_FIX, mode_of};
+use rootsd_proto::modes::{self, Socket};
+
+use super::{Check, Me, Outcome, START_FIX, mode_of, perms_of};
 
 /// The socket file itself: a socket, mode 0600, ours; or a shared daemon's socket we may open.
 pub(super) fn check(socket: &Path, me: &Me) -> Check {
@@ -36,40 +38,37 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
             "remove it if nothing uses it (rm {s}), or choose another path with --socket or ROOTSD_SOCKET"
         ));
     }
-    let mode = mode_of(&meta);
-    if meta.uid() != me.uid {
-        return check_shared_socket(socket, &meta, me);
-    }
-    if mode & 0o777 != 0o600 {
-        return Check::new(
+    judge(socket, &meta, me)
+}
+
+/// Applies the socket rules to a socket file: ours must be 0600; a socket owned by another
+/// user belongs to a shared, system-wide rootsd (`--allow-group`), whose group is the access
+/// control, so we must be in it, and others must be kept out.
+fn judge(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
+    const NAME: &str = "socket";
+    let s = socket.display();
+    let mode = mode_of(meta);
+    match modes::socket(perms_of(meta), me.uid, &me.groups) {
+        Socket::Private => Check::new(
+            NAME,
+            Outcome::Ok,
+            format!("{s} is a socket, yours, mode {:04o}", modes::SOCKET_MODE),
+        ),
+        verdict @ (Socket::OpenToOthers | Socket::WrongOwnerBits) => Check::new(
             NAME,
             Outcome::Fail,
             format!(
-                "{s} is mode {mode:04o}, not 0600: {}",
-                if mode & 0o077 != 0 {
+                "{s} is mode {mode:04o}, not {:04o}: {}",
+                modes::SOCKET_MODE,
+                if verdict == Socket::OpenToOthers {
                     "other users may try to connect (rootsd refuses them, but the file should keep them out)"
                 } else {
                     "you may not be able to connect"
                 }
             ),
         )
-        .fix(format!("chmod 600 {s}"));
-    }
-    Check::new(
-        NAME,
-        Outcome::Ok,
-        format!("{s} is a socket, yours, mode 0600"),
-    )
-}
-
-/// A socket owned by another user belongs to a shared, system-wide rootsd (`--allow-group`):
-/// its group is the access control, so we must be in it, and others must be kept out.
-fn check_shared_socket(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
-    const NAME: &str = "socket";
-    let s = socket.display();
-    let mode = mode_of(meta);
-    if mode & 0o007 != 0 {
-        return Check::new(
+        .fix(format!("chmod {:o} {s}", modes::SOCKET_MODE)),
+        Socket::SharedOpenToAll => Check::new(
             NAME,
             Outcome::Fail,
             format!(
@@ -77,10 +76,8 @@ fn check_shared_socket(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
                 meta.uid()
             ),
         )
-        .fix("give the shared socket SocketMode=0660 and a SocketGroup= in its unit (see systemd/system/rootsd.socket)");
-    }
-    if !me.groups.contains(&meta.gid()) {
-        return Check::new(
+        .fix("give the shared socket SocketMode=0660 and a SocketGroup= in its unit (see systemd/system/rootsd.socket)"),
+        Socket::SharedNotMember => Check::new(
             NAME,
             Outcome::Fail,
             format!(
@@ -92,10 +89,8 @@ fn check_shared_socket(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
         .fix(format!(
             "ask an administrator to add you to group {} (usermod -aG GROUP YOUR-USER), then log in again; or use a rootsd of your own by unsetting ROOTSD_SOCKET",
             meta.gid()
-        ));
-    }
-    if mode & 0o060 != 0o060 {
-        return Check::new(
+        )),
+        Socket::SharedClosedToGroup => Check::new(
             NAME,
             Outcome::Fail,
             format!(
@@ -103,19 +98,17 @@ fn check_shared_socket(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
                 meta.gid()
             ),
         )
-        .fix(
-            "give the shared socket SocketMode=0660 in its unit (see systemd/system/rootsd.socket)",
-        );
-    }
-    Check::new(
-        NAME,
-        Outcome::Ok,
-        format!(
-            "{s} is a shared rootsd's socket (uid {}, mode {mode:04o}); you may use it as a member of group {}",
-            meta.uid(),
-            meta.gid()
+        .fix("give the shared socket SocketMode=0660 in its unit (see systemd/system/rootsd.socket)"),
+        Socket::Shared => Check::new(
+            NAME,
+            Outcome::Ok,
+            format!(
+                "{s} is a shared rootsd's socket (uid {}, mode {mode:04o}); you may use it as a member of group {}",
+                meta.uid(),
+                meta.gid()
+            ),
         ),
-    )
+    }
 }
 
 #[cfg(test)]
@@ -157,20 +150,17 @@ mod tests {
             uid: meta.uid().wrapping_add(1),
             groups: vec![meta.gid()],
         };
-        let check = check_shared_socket(&path, &meta, &member);
+        let check = judge(&path, &meta, &member);
         assert_eq!(check.outcome, Outcome::Ok, "{check:?}");
         let stranger = Me {
             uid: meta.uid().wrapping_add(1),
             groups: vec![meta.gid().wrapping_add(1)],
         };
-        let check = check_shared_socket(&path, &meta, &stranger);
+        let check = judge(&path, &meta, &stranger);
         assert_eq!(check.outcome, Outcome::Fail, "{check:?}");
         assert!(check.fix.unwrap().contains("usermod -aG"));
         chmod(&path, 0o666);
         let meta = fs::symlink_metadata(&path).unwrap();
-        assert_eq!(
-            check_shared_socket(&path, &meta, &member).outcome,
-            Outcome::Fail
-        );
+        assert_eq!(judge(&path, &meta, &member).outcome, Outcome::Fail);
     }
 }

@@ -5,9 +5,10 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use rootsd_proto::modes::{self, SocketDir};
 use rootsd_proto::paths::SOCKET_FILE_NAME;
 
-use super::{Check, Me, Outcome, mode_of};
+use super::{Check, Me, Outcome, mode_of, perms_of};
 
 /// The directory holding the socket: rootsd makes it 0700, systemd's `DirectoryMode=0700` too.
 pub(super) fn check(socket: &Path, me: &Me) -> Check {
@@ -22,7 +23,10 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
             return Check::new(
                 NAME,
                 Outcome::Ok,
-                format!("{d} does not exist yet; rootsd creates it, mode 0700, when it starts"),
+                format!(
+                    "{d} does not exist yet; rootsd creates it, mode {:04o}, when it starts",
+                    modes::SOCKET_DIR_MODE
+                ),
             );
         }
         Err(err) => {
@@ -37,34 +41,33 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
             .fix("remove it, or choose another path with --socket or ROOTSD_SOCKET");
     }
     let socket_owner = fs::symlink_metadata(socket).ok().map(|m| m.uid());
-    if meta.uid() != me.uid {
-        if socket_owner.is_some_and(|owner| owner != me.uid) {
-            // A shared daemon's socket: the directory is not ours, and must not be.
-            return Check::new(
-                NAME,
-                Outcome::Ok,
-                format!(
-                    "{d} belongs to uid {} (mode {mode:04o}): a shared rootsd's directory",
-                    meta.uid()
-                ),
-            );
-        }
-        if mode & 0o1000 != 0 {
-            return Check::new(
-                NAME,
-                Outcome::Note,
-                format!(
-                    "the socket sits directly in the shared directory {d} (mode {mode:04o}); rootsd accepts that, but a private directory is safer"
-                ),
-            )
-            .fix(format!(
-                "use a socket in a directory of your own, such as {}",
-                dir.join(format!("rootsd-{}", me.uid))
-                    .join(SOCKET_FILE_NAME)
-                    .display()
-            ));
-        }
+    if meta.uid() != me.uid && socket_owner.is_some_and(|owner| owner != me.uid) {
+        // A shared daemon's socket: the directory is not ours, and must not be. The rules are
+        // its owner's, who runs that daemon.
         return Check::new(
+            NAME,
+            Outcome::Ok,
+            format!(
+                "{d} belongs to uid {} (mode {mode:04o}): a shared rootsd's directory",
+                meta.uid()
+            ),
+        );
+    }
+    match modes::socket_dir(perms_of(&meta), me.uid) {
+        SocketDir::SharedSticky => Check::new(
+            NAME,
+            Outcome::Note,
+            format!(
+                "the socket sits directly in the shared directory {d} (mode {mode:04o}); rootsd accepts that, but a private directory is safer"
+            ),
+        )
+        .fix(format!(
+            "use a socket in a directory of your own, such as {}",
+            dir.join(format!("rootsd-{}", me.uid))
+                .join(SOCKET_FILE_NAME)
+                .display()
+        )),
+        SocketDir::Foreign => Check::new(
             NAME,
             Outcome::Fail,
             format!(
@@ -73,23 +76,23 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
                 me.uid
             ),
         )
-        .fix("unset ROOTSD_SOCKET (or --socket) to use the default path, or point it into a directory you own");
-    }
-    if mode & 0o077 != 0 {
-        return Check::new(
+        .fix("unset ROOTSD_SOCKET (or --socket) to use the default path, or point it into a directory you own"),
+        // rootsd only warns about it, but only the socket's own mode then keeps others out.
+        SocketDir::OpenToOthers => Check::new(
             NAME,
             Outcome::Fail,
             format!(
-                "{d} is mode {mode:04o}: other users can look inside (rootsd and systemd create it 0700)"
+                "{d} is mode {mode:04o}: other users can look inside (rootsd and systemd create it {:04o})",
+                modes::SOCKET_DIR_MODE
             ),
         )
-        .fix(format!("chmod 700 {d}"));
+        .fix(format!("chmod {:o} {d}", modes::SOCKET_DIR_MODE)),
+        SocketDir::Private => Check::new(
+            NAME,
+            Outcome::Ok,
+            format!("{d} is yours and private (mode {mode:04o})"),
+        ),
     }
-    Check::new(
-        NAME,
-        Outcome::Ok,
-        format!("{d} is yours and private (mode {mode:04o})"),
-    )
 }
 
 #[cfg(test)]
