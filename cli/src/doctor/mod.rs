@@ -28,7 +28,7 @@ use crate::args::JsonArg;
 use crate::autostart::Target;
 use crate::errors::ProblemsFound;
 
-pub use systemd::SystemdLayout;
+pub use systemd::Systemd;
 
 /// What doctor found, as `--json` prints it.
 #[derive(Debug, Serialize)]
@@ -85,14 +85,8 @@ impl Check {
 pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow::Result<()> {
     let env = Environment::capture(rustix::process::getuid().as_raw());
     let me = Me::current();
-    let report = diagnose(
-        &target.socket,
-        &env,
-        &me,
-        &SystemdLayout::of(&env),
-        &target.client_name,
-    )
-    .await;
+    let systemd = Systemd::ask().await;
+    let report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
     if args.json {
         crate::output::json(out, &report)?;
     } else {
@@ -135,7 +129,7 @@ pub async fn diagnose(
     socket: &Path,
     env: &Environment,
     me: &Me,
-    layout: &SystemdLayout,
+    systemd: &Systemd,
     client_name: &str,
 ) -> Report {
     let mut checks = vec![socket_dir::check(socket, me), socket::check(socket, me)];
@@ -143,7 +137,7 @@ pub async fn diagnose(
     checks.push(daemon.check);
     let shared = fs::symlink_metadata(socket).is_ok_and(|m| m.uid() != me.uid);
     checks.push(state_dir::check(env, daemon.status.as_ref(), me, shared));
-    checks.push(systemd::check(layout, socket, env));
+    checks.push(systemd::check(systemd, socket, env));
     checks.push(sessions::check(daemon.status.as_ref()));
     Report {
         ok: checks.iter().all(|c| c.outcome != Outcome::Fail),

@@ -8,13 +8,15 @@ use serde_json::{Value, json};
 
 use crate::support::{assert_exit, text};
 
-/// `rootsctl doctor ARGS` for the sandbox, with systemd's user configuration looked for inside
-/// the sandbox, so that whatever the host has installed does not change the verdict.
+/// `rootsctl doctor ARGS` for the sandbox. Its `systemctl --user` looks for a user manager in
+/// the sandbox, where there is none, so that whatever the host has installed and enabled does
+/// not change the verdict.
 fn doctor_cmd(sb: &Sandbox, args: &[&str]) -> Command {
     let mut cmd = sb.rootsctl();
     cmd.arg("doctor")
         .args(args)
-        .env("XDG_CONFIG_HOME", sb.path().join("config"));
+        .env("XDG_RUNTIME_DIR", sb.path().join("no-user-manager"))
+        .env_remove("DBUS_SESSION_BUS_ADDRESS");
     cmd
 }
 
