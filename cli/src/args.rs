@@ -5,29 +5,24 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use rootsd_proto::WorkspaceName;
 
-const AFTER_HELP: &str = "\
-Exit status:
-  0  success
-  1  the daemon refused the operation, or the input was refused (nothing was changed);
-     doctor: a check failed
-  2  usage error
-  3  the daemon could not be reached
-  4  add/remove --wait: the change was made, but some sessions did not fetch it in time
-  126, 127  proxy: the server command could not be executed, or was not found
-  other  proxy: the server's own exit status (128+N if killed by signal N)
-
+const ENVIRONMENT: &str = "\
 Environment:
   ROOTSD_SOCKET         socket path (same as --socket)
   ROOTSD_NO_AUTOSTART   set to 1 to never start rootsd (same as --no-autostart)
   ROOTSD_BIN            the rootsd binary to autostart (default: next to rootsctl, else PATH)
   ROOTSD_STATE_DIR      state directory an autostarted rootsd uses";
 
+/// The exit statuses, from the one table that decides them, then the environment.
+fn after_help() -> String {
+    format!("{}\n\n{ENVIRONMENT}", crate::errors::exit_status_help())
+}
+
 /// Control rootsd, the keeper of your MCP workspace roots.
 ///
 /// Roots are the directories you put in scope for MCP servers. They are advisory: a server is
 /// told where to work, but rootsd does not enforce it.
 #[derive(Debug, Parser)]
-#[command(name = "rootsctl", version, after_help = AFTER_HELP)]
+#[command(name = "rootsctl", version, after_help = after_help())]
 pub struct Cli {
     /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
     #[arg(long, global = true, env = "ROOTSD_SOCKET", value_name = "PATH")]

@@ -7,47 +7,13 @@ use std::path::{Path, PathBuf};
 use futures::{SinkExt, StreamExt};
 use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use rootsd_proto::wire::{
-    self, ErrorObject, Hello, HelloParams, HelloResult, Incoming, Method, Request,
-};
+use rootsd_proto::wire::{self, Hello, HelloParams, HelloResult, Incoming, Method, Request};
 use serde_json::Value;
 use tokio_util::codec::{Framed, LinesCodec};
 
-/// Why talking to the daemon failed. [`ClientError::exit_code`] maps each to rootsctl's
-/// documented exit status.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("rootsd is not running at {socket}{hint}")]
-    NotRunning { socket: PathBuf, hint: String },
-    #[error("failed to connect to rootsd at {socket}: {error}")]
-    Connect { socket: PathBuf, error: io::Error },
-    #[error("lost the connection to rootsd at {socket}: {reason}")]
-    Lost { socket: PathBuf, reason: String },
-    #[error("rootsd sent something rootsctl cannot read: {0}")]
-    Protocol(String),
-    #[error("{0}")]
-    Refused(ErrorObject),
-    #[error("{0}")]
-    Autostart(String),
-}
-
-impl ClientError {
-    /// Exit status for this failure: 1 when the daemon refused, 3 when it could not be reached.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Self::Refused(_) | Self::Protocol(_) => crate::exit::REFUSED,
-            Self::NotRunning { .. }
-            | Self::Connect { .. }
-            | Self::Lost { .. }
-            | Self::Autostart(_) => crate::exit::UNREACHABLE,
-        }
-    }
-
-    /// Whether the socket had no daemon behind it (as opposed to some other failure).
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Self::NotRunning { .. })
-    }
-}
+// Defined with every other error rootsctl reports; named here too, where it is raised.
+pub use crate::errors::ClientError;
+use crate::errors::OtherProtocol;
 
 /// An open, greeted connection.
 pub struct Client {
@@ -100,21 +66,30 @@ impl Client {
                 pid: 0,
             },
         };
-        let hello = client
+        let mismatch = |daemon| ClientError::VersionMismatch {
+            socket: socket.to_owned(),
+            daemon,
+        };
+        let hello = match client
             .call::<Hello>(&HelloParams {
                 protocol_version: wire::PROTOCOL_VERSION,
                 client: client_name.to_owned(),
             })
-            .await?;
+            .await
+        {
+            Ok(hello) => hello,
+            Err(ClientError::Refused(error)) if error.code == wire::code::VERSION_MISMATCH => {
+                return Err(mismatch(OtherProtocol::Refused {
+                    message: error.message,
+                }));
+            }
+            Err(other) => return Err(other),
+        };
         if hello.protocol_version != wire::PROTOCOL_VERSION {
-            return Err(ClientError::Protocol(format!(
-                "rootsd {} at {} speaks control protocol {} but rootsctl {} speaks {}: restart the daemon from the same release",
-                hello.daemon_version,
-                socket.display(),
-                hello.protocol_version,
-                env!("CARGO_PKG_VERSION"),
-                wire::PROTOCOL_VERSION
-            )));
+            return Err(mismatch(OtherProtocol::Greeted {
+                protocol: hello.protocol_version,
+                daemon_version: hello.daemon_version,
+            }));
         }
         client.hello = hello;
         Ok(client)

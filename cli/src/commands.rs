@@ -15,12 +15,13 @@ use serde_json::json;
 
 use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs};
 use crate::autostart::Target;
+use crate::errors::{UsageError, WaitTimeout};
 use crate::output::{self, describe, display_path, table};
 use crate::resolve::{remove_target, resolve_root};
 
 pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
     if args.name.is_some() && args.paths.len() > 1 {
-        bail!(crate::UsageError(
+        bail!(UsageError(
             "--name names a single root, but several paths were given: add them one at a time"
                 .into()
         ));
@@ -111,7 +112,7 @@ async fn wait_for_sessions(
             format!("session {} ({label}, pid {})", s.id, s.pid)
         })
         .collect();
-    bail!(crate::WaitTimeout(format!(
+    bail!(WaitTimeout(format!(
         "{} of {} notified sessions of workspace {} had not fetched revision {} after {timeout_secs}s: {}",
         result.lagging.len(),
         result.lagging.len() + result.caught_up.len(),

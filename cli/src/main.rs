@@ -1,5 +1,5 @@
-//! `rootsctl`: parses the command line, runs one subcommand, and maps failures to the documented
-//! exit statuses.
+//! `rootsctl`: parses the command line, runs one subcommand, and exits with the documented status
+//! that [`rootsctl::errors::exit_status`] decides.
 
 use std::io::{self, Write as _};
 use std::process::ExitCode;
@@ -7,11 +7,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser as _};
 use rootsctl::args::{Cli, Command};
 use rootsctl::autostart::Target;
-use rootsctl::client::ClientError;
-use rootsctl::doctor::ProblemsFound;
-use rootsctl::proxy::SpawnError;
-use rootsctl::resolve::ResolveError;
-use rootsctl::{ServerExit, UsageError, WaitTimeout, commands, exit};
+use rootsctl::commands;
+use rootsctl::errors::{self, Exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -22,12 +19,9 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Proxy(args) => {
             let runtime = runtime();
-            let result = runtime.block_on(async {
-                match rootsctl::proxy::run(&target, args).await? {
-                    0 => Ok(()),
-                    status => Err(ServerExit(status).into()),
-                }
-            });
+            let result = runtime
+                .block_on(rootsctl::proxy::run(&target, args))
+                .and_then(errors::ServerExit::into_result);
             // The read of our stdin runs on a blocking thread that cannot be cancelled; when the
             // server exits first, the host may still hold stdin open, and waiting for that read
             // would keep the proxy alive after its server is gone.
@@ -42,15 +36,12 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(()) => ExitCode::from(exit::OK),
-        Err(err) if is_broken_pipe(&err) => ExitCode::from(exit::OK),
-        // The server already said why on its own stderr.
-        Err(err) if err.downcast_ref::<ServerExit>().is_some() => {
-            ExitCode::from(err.downcast_ref::<ServerExit>().map_or(1, |e| e.0))
-        }
+        Ok(()) => ExitCode::from(Exit::Success.code()),
         Err(err) => {
-            eprintln!("rootsctl: error: {err:#}");
-            ExitCode::from(exit_code(&err))
+            if !errors::is_silent(&err) {
+                eprintln!("rootsctl: error: {err:#}");
+            }
+            ExitCode::from(errors::exit_status(&err))
         }
     }
 }
@@ -87,35 +78,4 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
     out.write_all(&script)?;
     out.flush()?;
     Ok(())
-}
-
-fn exit_code(err: &anyhow::Error) -> u8 {
-    if let Some(client) = err.downcast_ref::<ClientError>() {
-        return client.exit_code();
-    }
-    if err.downcast_ref::<UsageError>().is_some() {
-        return exit::USAGE;
-    }
-    if err.downcast_ref::<ProblemsFound>().is_some() {
-        return exit::REFUSED;
-    }
-    if err.downcast_ref::<WaitTimeout>().is_some() {
-        return exit::WAIT_TIMEOUT;
-    }
-    if let Some(spawn) = err.downcast_ref::<SpawnError>() {
-        return spawn.exit_code();
-    }
-    if err.downcast_ref::<ResolveError>().is_some() {
-        return exit::REFUSED;
-    }
-    exit::REFUSED
-}
-
-/// A reader that went away (`rootsctl list | head -1`) is not an error.
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
 }

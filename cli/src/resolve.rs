@@ -8,23 +8,7 @@ use rootsd_proto::RootError;
 use rootsd_proto::root::{self, looks_like_uri};
 use rootsd_proto::wire::RemoveTarget;
 
-/// Why an argument cannot be a root. Each message names the argument and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
-    /// `reason` names the input itself, so the input is kept only for callers.
-    #[error("{reason}")]
-    Root { input: String, reason: RootError },
-    #[error("{input:?} does not exist: create it first, or pass --allow-missing to add it anyway")]
-    Missing { input: String },
-    #[error("{input:?} is not a directory ({path}): a root must be a directory")]
-    NotDirectory { input: String, path: PathBuf },
-    #[error("{input:?}: cannot resolve {path}: {error}")]
-    Io {
-        input: String,
-        path: PathBuf,
-        error: io::Error,
-    },
-}
+use crate::errors::ResolveError;
 
 /// A root argument resolved to a real absolute path and its canonical URI.
 #[derive(Debug, Clone, PartialEq, Eq)]

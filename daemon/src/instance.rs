@@ -5,25 +5,13 @@
 //! stale lock to clean up.
 
 use std::fs::{self, File, TryLockError};
-use std::io::{self, Write};
+use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const LOCK_FILE: &str = "rootsd.lock";
 
-#[derive(Debug, thiserror::Error)]
-pub enum InstanceError {
-    #[error(
-        "rootsd is already running for state directory {state_dir} ({holder}): use it, or stop it before starting another"
-    )]
-    AlreadyRunning { state_dir: PathBuf, holder: String },
-    #[error("failed to {action} {path}: {error}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        error: io::Error,
-    },
-}
+pub use crate::error::InstanceError;
 
 /// Held for the daemon's whole life; releasing it lets another instance start.
 #[derive(Debug)]

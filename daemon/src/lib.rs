@@ -10,6 +10,7 @@
 //! - [`info`]: where the daemon lives and whom it admits, shared by the two above.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
+//! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
 
 pub mod connection;
 pub mod error;

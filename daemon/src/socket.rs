@@ -2,7 +2,7 @@
 //!
 //! Binding our own follows three rules:
 //! - the socket's directory is created mode 0700, and a directory owned by someone else is
-//!   refused;
+//!   refused unless it is sticky (the rules live in [`rootsd_proto::modes`], shared with doctor);
 //! - a socket file that answers belongs to a live daemon and is never touched;
 //! - a dead socket file is reclaimed only if this state directory's records show rootsd created
 //!   it (same device and inode); anything else at the path is left for the user to remove.
@@ -15,38 +15,12 @@ use std::path::{Path, PathBuf};
 use interprocess::local_socket::tokio::Listener;
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt as _;
+use rootsd_proto::modes::{self, Perms, SocketDir};
+
+pub use crate::error::{SocketError, SocketFileProblem};
 
 /// Name of the file, inside the state directory, recording the socket rootsd bound.
 const SOCKET_RECORD: &str = "socket.id";
-
-/// Why no listener could be had.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketError {
-    #[error(
-        "another rootsd is already serving {path}: stop it first, or pass a different --socket"
-    )]
-    InUse { path: PathBuf },
-    #[error(
-        "{path} exists but was not created by this rootsd (state dir {state_dir}): remove it yourself if nothing uses it, or pass a different --socket"
-    )]
-    Foreign { path: PathBuf, state_dir: PathBuf },
-    #[error(
-        "the socket directory {path} belongs to uid {owner}, not to you (uid {me}): pass a --socket in a directory you own"
-    )]
-    DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
-    #[error("failed to {action} {path}: {error}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        error: io::Error,
-    },
-    #[error(
-        "the socket path {path} is too long for a Unix socket ({len} bytes; the limit is 107): choose a shorter --socket"
-    )]
-    TooLong { path: PathBuf, len: usize },
-    #[error("systemd passed a socket rootsd cannot use: {0}")]
-    Inherited(io::Error),
-}
 
 /// A listener plus what must happen to its file at exit.
 pub struct BoundSocket {
@@ -177,7 +151,7 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
         .map_err(|e| io_err("name the socket", e))?;
     let listener = ListenerOptions::new()
         .name(name)
-        .mode(0o600)
+        .mode(modes::SOCKET_MODE)
         .reclaim_name(false)
         .create_tokio()
         .map_err(|e| {
@@ -192,8 +166,11 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
     // The sticky bit exempts the file from the periodic clean-up the XDG base directory
     // specification allows in $XDG_RUNTIME_DIR, which would otherwise leave a running daemon
     // that nobody can reach. It changes nothing else for a socket.
-    fs::set_permissions(path, fs::Permissions::from_mode(0o1600))
-        .map_err(|e| io_err("set the sticky bit on", e))?;
+    fs::set_permissions(
+        path,
+        fs::Permissions::from_mode(0o1000 | modes::SOCKET_MODE),
+    )
+    .map_err(|e| io_err("set the sticky bit on", e))?;
     let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
     let id = FileId::of(&meta);
     let record = state_dir.join(SOCKET_RECORD);
@@ -221,21 +198,6 @@ pub struct SocketFile {
     path: PathBuf,
     /// The identity of the file we created; `None` when systemd owns the file.
     created: Option<FileId>,
-}
-
-/// Why clients can no longer reach the daemon through its socket file.
-#[derive(Debug, thiserror::Error)]
-pub enum SocketFileProblem {
-    #[error(
-        "the socket file {path} is gone, so new clients cannot connect: restart rootsd (under systemd: `systemctl --user restart rootsd.socket`, which restarts the service too)"
-    )]
-    Missing { path: PathBuf },
-    #[error(
-        "{path} is no longer the socket rootsd listens on (someone replaced it), so new clients reach something else: restart rootsd"
-    )]
-    Replaced { path: PathBuf },
-    #[error("could not inspect the socket file {path}: {error}")]
-    Unreadable { path: PathBuf, error: io::Error },
 }
 
 impl SocketFile {
@@ -317,40 +279,51 @@ impl SocketCloser {
     }
 }
 
+/// Creates the socket's directory, or checks an existing one by [`modes::socket_dir`]'s rules:
+/// someone else's is refused unless it is sticky, and ours open to others earns a warning.
 fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
     let me = rustix::process::geteuid().as_raw();
-    match fs::metadata(dir) {
-        Err(err) if err.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|error| SocketError::Io {
-                action: "create the socket directory",
+    let meta = match fs::metadata(dir) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return fs::DirBuilder::new()
+                .recursive(true)
+                .mode(modes::SOCKET_DIR_MODE)
+                .create(dir)
+                .map_err(|error| SocketError::Io {
+                    action: "create the socket directory",
+                    path: dir.to_owned(),
+                    error,
+                });
+        }
+        Err(error) => {
+            return Err(SocketError::Io {
+                action: "inspect the socket directory",
                 path: dir.to_owned(),
                 error,
-            }),
-        Err(error) => Err(SocketError::Io {
-            action: "inspect the socket directory",
-            path: dir.to_owned(),
-            error,
-        }),
-        Ok(meta) if meta.uid() != me && meta.permissions().mode() & 0o1000 == 0 => {
-            Err(SocketError::DirectoryOwner {
-                path: dir.to_owned(),
-                owner: meta.uid(),
-                me,
-            })
+            });
         }
-        Ok(meta) => {
-            if meta.permissions().mode() & 0o077 != 0 && meta.uid() == me {
-                tracing::warn!(
-                    dir = %dir.display(),
-                    mode = format!("{:o}", meta.permissions().mode() & 0o7777),
-                    "the socket directory is open to other users; the socket itself is still 0600 and other users are refused"
-                );
-            }
+        Ok(meta) => meta,
+    };
+    let perms = Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: meta.permissions().mode() & 0o7777,
+    };
+    match modes::socket_dir(perms, me) {
+        SocketDir::Private | SocketDir::SharedSticky => Ok(()),
+        SocketDir::OpenToOthers => {
+            tracing::warn!(
+                dir = %dir.display(),
+                mode = format!("{:o}", perms.mode),
+                "the socket directory is open to other users; the socket itself is still 0600 and other users are refused"
+            );
             Ok(())
         }
+        SocketDir::Foreign => Err(SocketError::DirectoryOwner {
+            path: dir.to_owned(),
+            owner: perms.uid,
+            me,
+        }),
     }
 }
 

@@ -25,21 +25,20 @@ use serde::{Deserialize, Serialize};
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
 const WORKSPACE_PREFIX: &[u8] = b"w/";
-const SCHEMA_VERSION: u32 = 1;
+/// The schema this rootsd reads and writes.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
-/// Failures of the store. Messages read after "failed to …".
+pub use crate::error::StoreError;
+
+/// sled's own error, kept opaque so that no module but this one names sled.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("failed to open the database at {path}: {error}")]
-    Open { path: String, error: sled::Error },
-    #[error("failed to read or write the database: {0}")]
-    Sled(#[from] sled::Error),
-    #[error(
-        "the database has schema version {found}, but this rootsd understands only {SCHEMA_VERSION}: run a newer rootsd"
-    )]
-    UnknownSchema { found: u32 },
-    #[error("the database holds a corrupt record under {key:?}: {reason}")]
-    Corrupt { key: String, reason: String },
+#[error(transparent)]
+pub struct DbError(#[from] sled::Error);
+
+impl From<sled::Error> for StoreError {
+    fn from(error: sled::Error) -> Self {
+        Self::Db(DbError(error))
+    }
 }
 
 /// One workspace as stored.
@@ -84,7 +83,7 @@ impl Store {
             .open()
             .map_err(|error| StoreError::Open {
                 path: dir.display().to_string(),
-                error,
+                error: DbError(error),
             })?;
         let tree = db.open_tree("rootsd")?;
         let store = Self { db, tree };
@@ -99,9 +98,8 @@ impl Store {
         let deadline = std::time::Instant::now() + patience;
         loop {
             match Self::open(dir) {
-                Err(StoreError::Open { error, .. })
-                    if error.to_string().contains("could not acquire lock")
-                        && std::time::Instant::now() < deadline =>
+                Err(StoreError::Open { .. })
+                    if is_locked(dir) && std::time::Instant::now() < deadline =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
@@ -194,6 +192,17 @@ impl Store {
     }
 }
 
+/// Whether another handle holds the database's lock. sled takes `flock(LOCK_EX | LOCK_NB)` on
+/// `<dir>/db` and reports a failure only as text, so the lock is probed with the same call
+/// instead. `flock` locks belong to an open file, so the probe conflicts with sled's lock even
+/// within this process; the probe's own lock goes with its file at the end of this function.
+fn is_locked(dir: &Path) -> bool {
+    use rustix::fs::{FlockOperation, flock};
+    std::fs::File::open(dir.join("db")).is_ok_and(|file| {
+        flock(&file, FlockOperation::NonBlockingLockExclusive) == Err(rustix::io::Errno::WOULDBLOCK)
+    })
+}
+
 impl From<&Root> for StoredRootV1 {
     fn from(root: &Root) -> Self {
         Self {
@@ -249,6 +258,20 @@ mod tests {
             Store::open(dir.path()),
             Err(StoreError::Open { .. })
         ));
+    }
+
+    #[test]
+    fn the_lock_probe_sees_an_open_store_and_leaves_it_working() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_locked(dir.path()), "no database yet, so no lock");
+        let store = Store::open(dir.path()).unwrap();
+        assert!(is_locked(dir.path()));
+        assert!(
+            is_locked(dir.path()),
+            "the first probe let go of its own lock"
+        );
+        store.tree.insert(b"k", b"v").unwrap();
+        store.tree.flush().unwrap();
     }
 
     #[test]

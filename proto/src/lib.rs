@@ -6,10 +6,12 @@
 //! - [`workspace`]: what a valid workspace name is.
 //! - [`paths`]: where the socket and the state directory live, as a pure function of the
 //!   environment.
+//! - [`modes`]: who may own the socket and its directory, and with which permissions.
 //!
 //! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
 //! without starting anything.
 
+pub mod modes;
 pub mod paths;
 pub mod root;
 pub mod session;

@@ -287,6 +287,30 @@ pub fn answers(socket: &Path) -> bool {
     client.read_line().is_some_and(|l| l.contains("\"result\""))
 }
 
+/// A stand-in for a rootsd of another release on `socket` (in a new 0700 directory, mode 0600,
+/// as rootsd makes them): it accepts one connection, reads the hello, and answers with
+/// `answer(hello)`, a whole JSON-RPC response. Join the handle to know it was asked.
+pub fn fake_daemon(
+    socket: &Path,
+    answer: impl FnOnce(&Value) -> Value + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = socket.parent().expect("the socket is in a directory");
+    std::fs::create_dir_all(dir).expect("create the socket directory");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .expect("make the socket directory private");
+    let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind the fake daemon");
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .expect("make the socket 0600");
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("rootsctl connects");
+        let mut client = RawClient::from_stream(stream);
+        let hello = client.read_json();
+        assert_eq!(hello["method"], json!("hello"), "{hello}");
+        client.send_line(&answer(&hello).to_string());
+    })
+}
+
 /// A running daemon, killed when dropped.
 pub struct Daemon {
     pub child: Child,

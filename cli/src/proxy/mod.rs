@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::args::ProxyArgs;
 use crate::autostart::Target;
+use crate::errors::{ServerExit, SpawnError};
 use link::LinkEvent;
 use relay::{Output, Relay};
 
@@ -33,26 +34,8 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 /// with an error.
 const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Why the proxy could not run the server.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot start the MCP server {command:?}: {error}")]
-pub struct SpawnError {
-    pub command: String,
-    pub error: std::io::Error,
-}
-
-impl SpawnError {
-    /// 127 when the command does not exist and 126 when it cannot be executed, as shells do.
-    pub fn exit_code(&self) -> u8 {
-        match self.error.kind() {
-            std::io::ErrorKind::NotFound => 127,
-            _ => 126,
-        }
-    }
-}
-
-/// Runs the proxy until the server exits; returns the exit status to pass on.
-pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
+/// Runs the proxy until the server exits; returns how it exited, to pass on.
+pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit> {
     let (program, rest) = args.command.split_first().expect("clap requires a command");
     let mut child = Command::new(program)
         .args(rest)
@@ -169,7 +152,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<u8> {
     // Everything the server said must reach the host before the proxy exits.
     let _ = host_writer.await;
     server_writer.abort();
-    Ok(exit_code(
+    Ok(ServerExit::of(
         exited.expect("the loop ends only once the server exited"),
     ))
 }
@@ -217,16 +200,6 @@ fn forward_signal(pid: Option<u32>, signal: i32) {
         return;
     };
     let _ = rustix::process::kill_process(pid, signal);
-}
-
-/// The server's exit code, or 128 + the signal that killed it, as shells report.
-fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code.clamp(0, 255) as u8,
-        (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
-        (None, None) => 1,
-    }
 }
 
 /// A label for `rootsctl sessions` when `--name` is not given: the command's file name, plus the

@@ -221,28 +221,64 @@ fn a_client_of_another_protocol_version_is_refused_with_both_versions_named() {
 }
 
 #[test]
-fn rootsctl_refuses_a_daemon_of_another_protocol_version() {
-    use std::io::{BufRead, BufReader, Write};
+fn rootsctl_refuses_a_daemon_of_another_protocol_version_and_names_the_side_to_update() {
+    // A stand-in daemon from a future release greets with protocol 2: restarting it would not
+    // help, this rootsctl is the one behind.
     let sb = Sandbox::new();
-    std::fs::create_dir_all(sb.socket.parent().unwrap()).unwrap();
-    // A stand-in daemon from a future release: it greets with protocol 2.
-    let listener = std::os::unix::net::UnixListener::bind(&sb.socket).unwrap();
-    let fake = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let hello: Value = serde_json::from_str(&line).unwrap();
-        let reply = json!({"jsonrpc": "2.0", "id": hello["id"], "result":
-            {"protocol_version": 2, "daemon_version": "9.0.0", "pid": 1}});
-        writeln!(&stream, "{reply}").unwrap();
+    let fake = rootsd_tests::fake_daemon(&sb.socket, |hello| {
+        json!({"jsonrpc": "2.0", "id": hello["id"], "result":
+            {"protocol_version": 2, "daemon_version": "9.0.0", "pid": 1}})
     });
     let output = crate::support::ctl(&sb, &["status"]);
     fake.join().unwrap();
     crate::support::assert_exit(&output, 1, "status against a newer daemon");
     let stderr = crate::support::stderr_of(&output);
     assert!(
-        stderr.contains("speaks control protocol 2") && stderr.contains("restart the daemon"),
+        stderr.contains("rootsd 9.0.0")
+            && stderr.contains("speaks control protocol 2, newer than")
+            && stderr.contains("upgrade rootsctl to rootsd 9.0.0's release"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("restart"), "{stderr}");
+
+    // One from an older release, still running after an upgrade: it must be restarted.
+    let sb = Sandbox::new();
+    let fake = rootsd_tests::fake_daemon(&sb.socket, |hello| {
+        json!({"jsonrpc": "2.0", "id": hello["id"], "result":
+            {"protocol_version": 0, "daemon_version": "0.0.1", "pid": 1}})
+    });
+    let output = crate::support::ctl(&sb, &["status"]);
+    fake.join().unwrap();
+    crate::support::assert_exit(&output, 1, "status against an older daemon");
+    let stderr = crate::support::stderr_of(&output);
+    assert!(
+        stderr.contains("speaks control protocol 0, older than")
+            && stderr.contains("restart rootsd, so that the one from rootsctl"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("upgrade rootsctl"), "{stderr}");
+}
+
+#[test]
+fn rootsctl_explains_a_daemon_that_refuses_its_protocol_version() {
+    // What every rootsd answers a hello of another protocol: -32000, with the versions in words.
+    let sb = Sandbox::new();
+    let refusal = "rootsctl 0.1.0 speaks control protocol 1 but this rootsd 0.2.0 (pid 4242) speaks 2: use rootsctl and rootsd from the same release, and restart the daemon after upgrading";
+    let fake = rootsd_tests::fake_daemon(
+        &sb.socket,
+        move |hello| json!({"jsonrpc": "2.0", "id": hello["id"], "error": {"code": -32000, "message": refusal}}),
+    );
+    let output = crate::support::ctl(&sb, &["status"]);
+    fake.join().unwrap();
+    crate::support::assert_exit(&output, 1, "status against a daemon refusing its protocol");
+    let stderr = crate::support::stderr_of(&output);
+    assert!(
+        stderr.contains(&format!(
+            "rootsd at {} refused the hello of rootsctl",
+            sb.socket.display()
+        )) && stderr.contains(refusal)
+            && stderr.contains("after an upgrade, restart rootsd")
+            && stderr.contains("if rootsd is the newer one, upgrade rootsctl"),
         "{stderr}"
     );
 }

@@ -1,8 +1,6 @@
 //! `rootsctl doctor`: passes against a healthy daemon, and names each problem with its fix.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixListener;
 use std::process::{Command, Output};
 
 use rootsd_tests::{Sandbox, output_within};
@@ -10,13 +8,15 @@ use serde_json::{Value, json};
 
 use crate::support::{assert_exit, text};
 
-/// `rootsctl doctor ARGS` for the sandbox, with systemd's user configuration looked for inside
-/// the sandbox, so that whatever the host has installed does not change the verdict.
+/// `rootsctl doctor ARGS` for the sandbox. Its `systemctl --user` looks for a user manager in
+/// the sandbox, where there is none, so that whatever the host has installed and enabled does
+/// not change the verdict.
 fn doctor_cmd(sb: &Sandbox, args: &[&str]) -> Command {
     let mut cmd = sb.rootsctl();
     cmd.arg("doctor")
         .args(args)
-        .env("XDG_CONFIG_HOME", sb.path().join("config"));
+        .env("XDG_RUNTIME_DIR", sb.path().join("no-user-manager"))
+        .env_remove("DBUS_SESSION_BUS_ADDRESS");
     cmd
 }
 
@@ -155,34 +155,74 @@ fn doctor_reports_a_stale_socket_left_by_a_killed_daemon() {
     assert!(daemon_check["fix"].as_str().is_some(), "{daemon_check}");
 }
 
-#[test]
-fn doctor_reports_a_daemon_speaking_another_protocol_version() {
-    let sb = Sandbox::new();
-    let dir = sb.socket.parent().unwrap();
-    std::fs::create_dir(dir).unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let listener = UnixListener::bind(&sb.socket).unwrap();
-    std::fs::set_permissions(&sb.socket, std::fs::Permissions::from_mode(0o600)).unwrap();
-    // A daemon from a future release: it answers hello with another protocol version.
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("doctor connects");
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let hello: Value = serde_json::from_str(&line).unwrap();
-        let reply = json!({
-            "jsonrpc": "2.0",
-            "id": hello["id"],
-            "result": {"protocol_version": 99, "daemon_version": "9.9.9", "pid": 1},
-        });
-        writeln!(&stream, "{reply}").unwrap();
-    });
-
-    let output = doctor(&sb, &[]);
+/// Doctor against a stand-in daemon that answers hello with `answer`; returns what doctor said.
+fn doctor_against(sb: &Sandbox, answer: impl FnOnce(&Value) -> Value + Send + 'static) -> String {
+    let server = rootsd_tests::fake_daemon(&sb.socket, answer);
+    let output = doctor(sb, &[]);
     server.join().expect("the fake daemon answered");
     assert_exit(&output, 1, "doctor against another protocol");
     let said = text(&output.stdout);
     assert!(said.contains("FAIL  daemon"), "{said}");
-    assert!(said.contains("control protocol 99"), "{said}");
-    assert!(said.contains("fix: restart rootsd"), "{said}");
+    said
+}
+
+#[test]
+fn doctor_reports_a_daemon_speaking_another_protocol_version() {
+    // A daemon from a future release: restarting it changes nothing, rootsctl is behind.
+    let sb = Sandbox::new();
+    let said = doctor_against(&sb, |hello| {
+        json!({
+            "jsonrpc": "2.0",
+            "id": hello["id"],
+            "result": {"protocol_version": 99, "daemon_version": "9.9.9", "pid": 1},
+        })
+    });
+    assert!(said.contains("control protocol 99, newer than"), "{said}");
+    assert!(
+        said.contains("fix: upgrade rootsctl to rootsd 9.9.9's release"),
+        "{said}"
+    );
+    assert!(!said.contains("fix: restart rootsd"), "{said}");
+}
+
+#[test]
+fn doctor_tells_an_upgraded_rootsctl_to_restart_the_older_daemon() {
+    let sb = Sandbox::new();
+    let said = doctor_against(&sb, |hello| {
+        json!({
+            "jsonrpc": "2.0",
+            "id": hello["id"],
+            "result": {"protocol_version": 0, "daemon_version": "0.0.1", "pid": 1},
+        })
+    });
+    assert!(said.contains("control protocol 0, older than"), "{said}");
+    assert!(
+        said.contains("fix: restart rootsd, so that the one from rootsctl"),
+        "{said}"
+    );
+    assert!(!said.contains("upgrade rootsctl"), "{said}");
+}
+
+#[test]
+fn doctor_explains_a_daemon_that_refuses_rootsctl_s_protocol_version() {
+    // A real rootsd of another protocol refuses hello with -32000, naming the versions only in
+    // words: doctor must still see a version mismatch, not a daemon to debug.
+    let sb = Sandbox::new();
+    let refusal = "rootsctl 0.1.0 speaks control protocol 1 but this rootsd 0.2.0 (pid 4242) speaks 2: use rootsctl and rootsd from the same release, and restart the daemon after upgrading";
+    let said = doctor_against(
+        &sb,
+        move |hello| json!({"jsonrpc": "2.0", "id": hello["id"], "error": {"code": -32000, "message": refusal}}),
+    );
+    assert!(said.contains(refusal), "{said}");
+    assert!(
+        said.contains(
+            "fix: use rootsctl and rootsd from the same release: after an upgrade, restart rootsd"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("if rootsd is the newer one, upgrade rootsctl instead"),
+        "{said}"
+    );
+    assert!(!said.contains("daemon's log"), "{said}");
 }

@@ -141,7 +141,6 @@ fn rootsctl_looks_for_the_socket_where_the_user_socket_unit_listens() {
         Command::new(bin("rootsctl"))
             .args(["doctor", "--json"])
             .env("XDG_RUNTIME_DIR", &runtime)
-            .env("XDG_CONFIG_HOME", sb.path())
             .env("ROOTSD_STATE_DIR", &sb.state)
             .env_remove("ROOTSD_SOCKET")
             .env("ROOTSD_NO_AUTOSTART", "1"),

@@ -1,0 +1,219 @@
+//! `rootsctl doctor`: checks what rootsctl and rootsd depend on, and explains each problem in
+//! plain words together with its fix.
+//!
+//! Doctor only looks. It never starts the daemon (a daemon that is not running is one of the
+//! things it reports), never changes a permission, and, like all of rootsctl, never opens the
+//! database: what it knows about the state it learns from the daemon and from `stat`.
+//!
+//! This module runs the checks and prints the report; each check is its own module:
+//! `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd` and `sessions`.
+
+mod daemon;
+mod sessions;
+mod socket;
+mod socket_dir;
+mod state_dir;
+mod systemd;
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rootsd_proto::modes::Perms;
+use rootsd_proto::paths::Environment;
+use serde::Serialize;
+
+use crate::args::JsonArg;
+use crate::autostart::Target;
+use crate::errors::ProblemsFound;
+
+pub use systemd::Systemd;
+
+/// What doctor found, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// True when no check failed.
+    pub ok: bool,
+    /// The socket rootsctl uses.
+    pub socket: PathBuf,
+    pub checks: Vec<Check>,
+}
+
+/// One check and its verdict.
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub outcome: Outcome,
+    /// What was found, in plain words.
+    pub summary: String,
+    /// What to do about it, when there is something to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// All is well.
+    Ok,
+    /// Worth knowing, perhaps with a suggestion, but not a problem.
+    Note,
+    /// Could not be checked here, for a reason that is not a problem.
+    Skip,
+    /// A problem: doctor exits 1.
+    Fail,
+}
+
+impl Check {
+    fn new(name: &'static str, outcome: Outcome, summary: impl Into<String>) -> Self {
+        Self {
+            name,
+            outcome,
+            summary: summary.into(),
+            fix: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// Runs every check, prints the report, and fails with [`ProblemsFound`] if any check failed.
+pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow::Result<()> {
+    let env = Environment::capture(rustix::process::getuid().as_raw());
+    let me = Me::current();
+    let systemd = Systemd::ask().await;
+    let report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
+    if args.json {
+        crate::output::json(out, &report)?;
+    } else {
+        print_report(out, &report)?;
+    }
+    match report
+        .checks
+        .iter()
+        .filter(|c| c.outcome == Outcome::Fail)
+        .count()
+    {
+        0 => Ok(()),
+        failed => Err(ProblemsFound(failed).into()),
+    }
+}
+
+/// Who is asking: file ownership and group membership are judged against this.
+#[derive(Clone, Debug)]
+pub struct Me {
+    pub uid: u32,
+    /// The effective group and the supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Me {
+    fn current() -> Self {
+        let mut groups: Vec<u32> = rustix::process::getgroups()
+            .map(|gs| gs.into_iter().map(|g| g.as_raw()).collect())
+            .unwrap_or_default();
+        groups.push(rustix::process::getegid().as_raw());
+        Self {
+            uid: rustix::process::geteuid().as_raw(),
+            groups,
+        }
+    }
+}
+
+/// Runs every check against `socket`.
+pub async fn diagnose(
+    socket: &Path,
+    env: &Environment,
+    me: &Me,
+    systemd: &Systemd,
+    client_name: &str,
+) -> Report {
+    let mut checks = vec![socket_dir::check(socket, me), socket::check(socket, me)];
+    let daemon = daemon::ask(socket, client_name).await;
+    checks.push(daemon.check);
+    let shared = fs::symlink_metadata(socket).is_ok_and(|m| m.uid() != me.uid);
+    checks.push(state_dir::check(env, daemon.status.as_ref(), me, shared));
+    checks.push(systemd::check(systemd, socket, env));
+    checks.push(sessions::check(daemon.status.as_ref()));
+    Report {
+        ok: checks.iter().all(|c| c.outcome != Outcome::Fail),
+        socket: socket.to_owned(),
+        checks,
+    }
+}
+
+fn print_report(out: &mut impl Write, report: &Report) -> io::Result<()> {
+    writeln!(out, "rootsctl doctor: socket {}", report.socket.display())?;
+    let width = report
+        .checks
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0);
+    for check in &report.checks {
+        let label = match check.outcome {
+            Outcome::Ok => "ok",
+            Outcome::Note => "note",
+            Outcome::Skip => "skip",
+            Outcome::Fail => "FAIL",
+        };
+        writeln!(
+            out,
+            "  {label:<4}  {:<width$}  {}",
+            check.name, check.summary
+        )?;
+        if let Some(fix) = &check.fix {
+            writeln!(out, "  {:<4}  {:<width$}  fix: {fix}", "", "")?;
+        }
+    }
+    let failed = report
+        .checks
+        .iter()
+        .filter(|c| c.outcome == Outcome::Fail)
+        .count();
+    if failed == 0 {
+        writeln!(out, "No problems found.")
+    } else {
+        writeln!(out, "{failed} problem(s) found.")
+    }
+}
+
+/// How to get a daemon listening, for the fix of every "not running" finding.
+const START_FIX: &str = "start it: any rootsctl command starts it on demand (try `rootsctl status`), or, with the systemd units installed, `systemctl --user enable --now rootsd.socket`";
+
+fn mode_of(meta: &fs::Metadata) -> u32 {
+    meta.permissions().mode() & 0o7777
+}
+
+/// What the mode rules of [`rootsd_proto::modes`] judge a file by.
+fn perms_of(meta: &fs::Metadata) -> Perms {
+    Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: mode_of(meta),
+    }
+}
+
+#[cfg(test)]
+mod test_support {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    use super::Me;
+
+    pub fn me() -> Me {
+        Me {
+            uid: rustix::process::geteuid().as_raw(),
+            groups: vec![rustix::process::getegid().as_raw()],
+        }
+    }
+
+    pub fn chmod(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+}

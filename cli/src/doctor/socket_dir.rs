@@ -1,0 +1,125 @@
+//! The socket's directory check.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use rootsd_proto::modes::{self, SocketDir};
+use rootsd_proto::paths::SOCKET_FILE_NAME;
+
+use super::{Check, Me, Outcome, mode_of, perms_of};
+
+/// The directory holding the socket: rootsd makes it 0700, systemd's `DirectoryMode=0700` too.
+pub(super) fn check(socket: &Path, me: &Me) -> Check {
+    const NAME: &str = "socket dir";
+    let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Check::new(NAME, Outcome::Ok, "the socket path has no directory part");
+    };
+    let d = dir.display();
+    let meta = match fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Check::new(
+                NAME,
+                Outcome::Ok,
+                format!(
+                    "{d} does not exist yet; rootsd creates it, mode {:04o}, when it starts",
+                    modes::SOCKET_DIR_MODE
+                ),
+            );
+        }
+        Err(err) => {
+            return Check::new(NAME, Outcome::Fail, format!("cannot inspect {d}: {err}")).fix(
+                "make sure every directory above it is searchable by you, or choose another --socket",
+            );
+        }
+    };
+    let mode = mode_of(&meta);
+    if !meta.is_dir() {
+        return Check::new(NAME, Outcome::Fail, format!("{d} is not a directory"))
+            .fix("remove it, or choose another path with --socket or ROOTSD_SOCKET");
+    }
+    let socket_owner = fs::symlink_metadata(socket).ok().map(|m| m.uid());
+    if meta.uid() != me.uid && socket_owner.is_some_and(|owner| owner != me.uid) {
+        // A shared daemon's socket: the directory is not ours, and must not be. The rules are
+        // its owner's, who runs that daemon.
+        return Check::new(
+            NAME,
+            Outcome::Ok,
+            format!(
+                "{d} belongs to uid {} (mode {mode:04o}): a shared rootsd's directory",
+                meta.uid()
+            ),
+        );
+    }
+    match modes::socket_dir(perms_of(&meta), me.uid) {
+        SocketDir::SharedSticky => Check::new(
+            NAME,
+            Outcome::Note,
+            format!(
+                "the socket sits directly in the shared directory {d} (mode {mode:04o}); rootsd accepts that, but a private directory is safer"
+            ),
+        )
+        .fix(format!(
+            "use a socket in a directory of your own, such as {}",
+            dir.join(format!("rootsd-{}", me.uid))
+                .join(SOCKET_FILE_NAME)
+                .display()
+        )),
+        SocketDir::Foreign => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{d} belongs to uid {}, not to you (uid {}): rootsd refuses to put its socket there",
+                meta.uid(),
+                me.uid
+            ),
+        )
+        .fix("unset ROOTSD_SOCKET (or --socket) to use the default path, or point it into a directory you own"),
+        // rootsd only warns about it, but only the socket's own mode then keeps others out.
+        SocketDir::OpenToOthers => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{d} is mode {mode:04o}: other users can look inside (rootsd and systemd create it {:04o})",
+                modes::SOCKET_DIR_MODE
+            ),
+        )
+        .fix(format!("chmod {:o} {d}", modes::SOCKET_DIR_MODE)),
+        SocketDir::Private => Check::new(
+            NAME,
+            Outcome::Ok,
+            format!("{d} is yours and private (mode {mode:04o})"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::test_support::{chmod, me};
+
+    #[test]
+    fn a_socket_dir_open_to_others_fails_with_chmod_700() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o755);
+        let check = super::check(&dir.join("rootsd.sock"), &me());
+        assert_eq!(check.outcome, Outcome::Fail, "{check:?}");
+        assert_eq!(check.fix, Some(format!("chmod 700 {}", dir.display())));
+        chmod(&dir, 0o700);
+        assert_eq!(
+            super::check(&dir.join("rootsd.sock"), &me()).outcome,
+            Outcome::Ok
+        );
+    }
+
+    #[test]
+    fn a_missing_socket_dir_is_fine_because_rootsd_creates_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let check = super::check(&tmp.path().join("absent/rootsd.sock"), &me());
+        assert_eq!(check.outcome, Outcome::Ok, "{check:?}");
+    }
+}

@@ -1,0 +1,552 @@
+//! Every error rootsctl reports, and the one place that decides its exit status.
+//!
+//! The exit statuses are part of rootsctl's interface: scripts test them. [`EXIT_STATUSES`] is
+//! their one description: `rootsctl --help` prints it ([`exit_status_help`]), a test holds
+//! README.md's list to it, and [`exit_status`] is the only map from an error to a status.
+//!
+//! Messages are full sentences that name what went wrong and end with what to do. This module
+//! only defines errors and statuses; it does no I/O and raises nothing itself.
+
+use std::cmp::Ordering;
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use rootsd_proto::RootError;
+use rootsd_proto::wire::{self, ErrorObject};
+
+/// rootsctl's own exit statuses. A proxy also passes on its server's status ([`ServerExit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    Success = 0,
+    /// Nothing was changed: the daemon refused, or rootsctl refused the input before asking.
+    Refused = 1,
+    Usage = 2,
+    /// The daemon could not be reached.
+    Unreachable = 3,
+    /// `--wait` ran out of time after the change was made.
+    WaitTimeout = 4,
+    /// The proxy's server command exists but could not be executed, as shells report it.
+    CannotExecute = 126,
+    /// The proxy's server command was not found, as shells report it.
+    NotFound = 127,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// The statuses a row of [`EXIT_STATUSES`] describes.
+#[derive(Clone, Copy, Debug)]
+pub enum Statuses {
+    Of(&'static [Exit]),
+    /// Any other status: the proxied server's own.
+    Server,
+}
+
+/// One documented exit status (or group of them) and what it means.
+#[derive(Clone, Copy, Debug)]
+pub struct Documented {
+    pub statuses: Statuses,
+    pub meaning: &'static str,
+}
+
+impl Documented {
+    /// How the statuses are written in the help text and the README: `0`, `126, 127`, `other`.
+    pub fn label(&self) -> String {
+        match self.statuses {
+            Statuses::Of(exits) => exits
+                .iter()
+                .map(|e| e.code().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            Statuses::Server => "other".to_owned(),
+        }
+    }
+}
+
+/// Every exit status rootsctl documents, in the order the help text and README list them.
+pub const EXIT_STATUSES: &[Documented] = &[
+    Documented {
+        statuses: Statuses::Of(&[Exit::Success]),
+        meaning: "success; also when the reader of the output went away, as in `rootsctl list | head -1`",
+    },
+    Documented {
+        statuses: Statuses::Of(&[Exit::Refused]),
+        meaning: "the daemon refused the operation, or the input was refused (nothing was changed); rootsctl and the daemon speak different control protocols; doctor: a check failed",
+    },
+    Documented {
+        statuses: Statuses::Of(&[Exit::Usage]),
+        meaning: "usage error",
+    },
+    Documented {
+        statuses: Statuses::Of(&[Exit::Unreachable]),
+        meaning: "the daemon could not be reached (not running with autostart off, could not be started, or went away)",
+    },
+    Documented {
+        statuses: Statuses::Of(&[Exit::WaitTimeout]),
+        meaning: "add/remove --wait: the change was made, but some sessions did not fetch it in time (the message names them)",
+    },
+    Documented {
+        statuses: Statuses::Of(&[Exit::CannotExecute, Exit::NotFound]),
+        meaning: "proxy: the server command could not be executed, or was not found",
+    },
+    Documented {
+        statuses: Statuses::Server,
+        meaning: "proxy: the server's own exit status (128+N if it was killed by signal N)",
+    },
+];
+
+/// The `Exit status:` block of `rootsctl --help`, generated from [`EXIT_STATUSES`] and wrapped
+/// to fit a terminal.
+pub fn exit_status_help() -> String {
+    const WIDTH: usize = 100;
+    let label_width = EXIT_STATUSES
+        .iter()
+        .map(|d| d.label().len())
+        .max()
+        .unwrap_or(0);
+    let indent = 2 + label_width + 2;
+    let mut help = String::from("Exit status:");
+    for documented in EXIT_STATUSES {
+        let mut line = format!("\n  {:<label_width$}  ", documented.label());
+        let mut column = indent;
+        for (i, word) in unbreakable_words(documented.meaning).iter().enumerate() {
+            if i > 0 && column + 1 + word.len() > WIDTH {
+                line.push('\n');
+                line.push_str(&" ".repeat(indent));
+                column = indent;
+            } else if i > 0 {
+                line.push(' ');
+                column += 1;
+            }
+            line.push_str(word);
+            column += word.len();
+        }
+        help.push_str(&line);
+    }
+    help
+}
+
+/// The words of `text`, except that a `code span` stays one word: a command must not be split
+/// across lines.
+fn unbreakable_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut in_code = false;
+    for word in text.split(' ') {
+        match words.last_mut() {
+            Some(last) if in_code => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_owned()),
+        }
+        if word.matches('`').count() % 2 == 1 {
+            in_code = !in_code;
+        }
+    }
+    words
+}
+
+/// The exit status for a command that failed with `err`: the one place an error becomes a
+/// status.
+pub fn exit_status(err: &anyhow::Error) -> u8 {
+    if is_broken_pipe(err) {
+        return Exit::Success.code();
+    }
+    if let Some(ServerExit(status)) = err.downcast_ref::<ServerExit>() {
+        return *status;
+    }
+    let exit = if let Some(client) = err.downcast_ref::<ClientError>() {
+        match client {
+            ClientError::Refused(_)
+            | ClientError::Protocol(_)
+            | ClientError::VersionMismatch { .. } => Exit::Refused,
+            ClientError::NotRunning { .. }
+            | ClientError::Connect { .. }
+            | ClientError::Lost { .. }
+            | ClientError::Autostart(_) => Exit::Unreachable,
+        }
+    } else if err.downcast_ref::<UsageError>().is_some() {
+        Exit::Usage
+    } else if err.downcast_ref::<WaitTimeout>().is_some() {
+        Exit::WaitTimeout
+    } else if let Some(spawn) = err.downcast_ref::<SpawnError>() {
+        match spawn.error.kind() {
+            io::ErrorKind::NotFound => Exit::NotFound,
+            _ => Exit::CannotExecute,
+        }
+    } else {
+        // ProblemsFound, ResolveError, and anything unforeseen: nothing was changed.
+        Exit::Refused
+    };
+    exit.code()
+}
+
+/// Whether rootsctl should stay silent about `err`: a proxied server that exited has said why
+/// on its own stderr, and a reader that went away (`rootsctl list | head -1`) is not an error.
+pub fn is_silent(err: &anyhow::Error) -> bool {
+    is_broken_pipe(err) || err.downcast_ref::<ServerExit>().is_some()
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A usage error found after parsing (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// `--wait` ran out of time; the message lists the sessions that lag (exit status 4).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WaitTimeout(pub String);
+
+/// How the proxied server exited, passed on as the proxy's own status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the server exited with status {0}")]
+pub struct ServerExit(pub u8);
+
+impl ServerExit {
+    /// The server's exit code, or 128 + the signal that killed it, as shells report.
+    pub fn of(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        Self(match (status.code(), status.signal()) {
+            (Some(code), _) => code.clamp(0, 255) as u8,
+            (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+            (None, None) => 1,
+        })
+    }
+
+    /// Success when the server exited 0; otherwise this, as an error carrying its status.
+    pub fn into_result(self) -> anyhow::Result<()> {
+        match self.0 {
+            0 => Ok(()),
+            _ => Err(self.into()),
+        }
+    }
+}
+
+/// The proxy could not run its server (exit status 127 when the command does not exist, 126
+/// when it cannot be executed, as shells do).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the MCP server {command:?}: {error}")]
+pub struct SpawnError {
+    pub command: String,
+    pub error: io::Error,
+}
+
+/// Doctor found problems; they are already printed (exit status 1).
+#[derive(Debug, thiserror::Error)]
+#[error("doctor found {0} problem(s)")]
+pub struct ProblemsFound(pub usize);
+
+/// Why an argument cannot be a root. Each message names the argument and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// `reason` names the input itself, so the input is kept only for callers.
+    #[error("{reason}")]
+    Root { input: String, reason: RootError },
+    #[error("{input:?} does not exist: create it first, or pass --allow-missing to add it anyway")]
+    Missing { input: String },
+    #[error("{input:?} is not a directory ({path}): a root must be a directory")]
+    NotDirectory { input: String, path: PathBuf },
+    #[error("{input:?}: cannot resolve {path}: {error}")]
+    Io {
+        input: String,
+        path: PathBuf,
+        error: io::Error,
+    },
+}
+
+/// Why talking to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("rootsd is not running at {socket}{hint}")]
+    NotRunning { socket: PathBuf, hint: String },
+    #[error("failed to connect to rootsd at {socket}: {error}")]
+    Connect { socket: PathBuf, error: io::Error },
+    #[error("lost the connection to rootsd at {socket}: {reason}")]
+    Lost { socket: PathBuf, reason: String },
+    #[error("rootsd sent something rootsctl cannot read: {0}")]
+    Protocol(String),
+    /// The daemon speaks another version of the control protocol, so nothing can be asked of it.
+    #[error("{}: {}", .daemon.summary(.socket), .daemon.fix())]
+    VersionMismatch {
+        socket: PathBuf,
+        daemon: OtherProtocol,
+    },
+    #[error("{0}")]
+    Refused(ErrorObject),
+    #[error("{0}")]
+    Autostart(String),
+}
+
+impl ClientError {
+    /// Whether the socket had no daemon behind it (as opposed to some other failure).
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Self::NotRunning { .. })
+    }
+}
+
+/// What a daemon of another control protocol said about itself at hello.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OtherProtocol {
+    /// It greeted with its own protocol and release.
+    Greeted {
+        protocol: u32,
+        daemon_version: String,
+    },
+    /// It refused rootsctl's hello with `VERSION_MISMATCH`, as every rootsd so far does. Its
+    /// message names the versions in words, which rootsctl shows and never reads.
+    Refused { message: String },
+}
+
+impl OtherProtocol {
+    /// Whether the daemon's protocol is newer (`Greater`) or older than rootsctl's; `None` when
+    /// it did not say.
+    pub fn daemon_compared_to_rootsctl(&self) -> Option<Ordering> {
+        match self {
+            Self::Greeted { protocol, .. } => Some(protocol.cmp(&wire::PROTOCOL_VERSION)),
+            Self::Refused { .. } => None,
+        }
+    }
+
+    /// What was found, naming both sides.
+    pub fn summary(&self, socket: &std::path::Path) -> String {
+        let s = socket.display();
+        let ours = env!("CARGO_PKG_VERSION");
+        let protocol = wire::PROTOCOL_VERSION;
+        match self {
+            Self::Greeted {
+                protocol: theirs,
+                daemon_version,
+            } => {
+                let relation = match self.daemon_compared_to_rootsctl() {
+                    Some(Ordering::Greater) => "newer than",
+                    Some(Ordering::Less) => "older than",
+                    _ => "not",
+                };
+                format!(
+                    "rootsd {daemon_version} at {s} speaks control protocol {theirs}, {relation} rootsctl {ours}'s control protocol {protocol}"
+                )
+            }
+            Self::Refused { message } => {
+                format!("rootsd at {s} refused the hello of rootsctl {ours}: {message}")
+            }
+        }
+    }
+
+    /// What to do: the side that is behind must catch up. A daemon older than rootsctl is
+    /// still running from before an upgrade, so it must be restarted; a newer daemon needs the
+    /// rootsctl of its own release, which restarting the daemon would not give.
+    pub fn fix(&self) -> String {
+        const RESTART: &str = "`systemctl --user restart rootsd.service` under systemd, otherwise stop the rootsd whose pid is in rootsd.lock in its state directory and rootsctl starts the new one on demand";
+        match (self, self.daemon_compared_to_rootsctl()) {
+            (Self::Greeted { daemon_version, .. }, Some(Ordering::Greater)) => format!(
+                "upgrade rootsctl to rootsd {daemon_version}'s release, or check that `command -v rootsctl` finds the rootsctl installed with that rootsd"
+            ),
+            (_, Some(Ordering::Less)) => format!(
+                "restart rootsd, so that the one from rootsctl {}'s release runs: {RESTART}",
+                env!("CARGO_PKG_VERSION")
+            ),
+            _ => format!(
+                "use rootsctl and rootsd from the same release: after an upgrade, restart rootsd ({RESTART}); if rootsd is the newer one, upgrade rootsctl instead"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README.md's `**Exit status:**` list, one `(label, meaning)` per item, with wrapped lines
+    /// joined.
+    fn readme_exit_statuses() -> Vec<(String, String)> {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("**Exit status:**")
+            .expect("README.md has an **Exit status:** list");
+        let mut items: Vec<(String, String)> = Vec::new();
+        for line in readme[start..].lines().skip(1) {
+            if line.trim().is_empty() {
+                if items.is_empty() {
+                    continue;
+                }
+                break;
+            }
+            if let Some(item) = line.strip_prefix("- `") {
+                let (label, meaning) = item.split_once("`: ").unwrap_or_else(|| {
+                    panic!("README.md exit status item {line:?} is not \"- `STATUS`: meaning\"")
+                });
+                items.push((label.to_owned(), meaning.to_owned()));
+            } else if let (Some(continued), Some(last)) =
+                (line.strip_prefix("  "), items.last_mut())
+            {
+                last.1.push(' ');
+                last.1.push_str(continued.trim());
+            } else {
+                panic!("README.md's exit status list has an unexpected line: {line:?}");
+            }
+        }
+        items
+    }
+
+    #[test]
+    fn the_readme_lists_exactly_the_documented_exit_statuses() {
+        let table: Vec<(String, String)> = EXIT_STATUSES
+            .iter()
+            .map(|d| (d.label(), d.meaning.to_owned()))
+            .collect();
+        assert_eq!(
+            readme_exit_statuses(),
+            table,
+            "README.md's exit status list must match errors::EXIT_STATUSES word for word"
+        );
+    }
+
+    #[test]
+    fn the_help_lists_every_documented_exit_status() {
+        let help = exit_status_help();
+        assert!(help.starts_with("Exit status:\n  0 "), "{help}");
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for documented in EXIT_STATUSES {
+            let line = format!("{} {}", documented.label(), documented.meaning);
+            assert!(words(&help).contains(&line), "{line:?} missing from {help}");
+        }
+        assert!(help.lines().all(|l| l.len() <= 100), "{help}");
+        assert!(
+            help.contains("`rootsctl list | head -1`"),
+            "a command is never split across lines: {help}"
+        );
+    }
+
+    #[test]
+    fn every_exit_status_is_documented() {
+        for exit in [
+            Exit::Success,
+            Exit::Refused,
+            Exit::Usage,
+            Exit::Unreachable,
+            Exit::WaitTimeout,
+            Exit::CannotExecute,
+            Exit::NotFound,
+        ] {
+            assert!(
+                EXIT_STATUSES
+                    .iter()
+                    .any(|d| matches!(d.statuses, Statuses::Of(exits) if exits.contains(&exit))),
+                "{exit:?} is not in EXIT_STATUSES"
+            );
+        }
+    }
+
+    #[test]
+    fn each_error_maps_to_its_documented_status() {
+        let status = |err: anyhow::Error| exit_status(&err);
+        let socket = PathBuf::from("/s.sock");
+        assert_eq!(status(UsageError("x".into()).into()), 2);
+        assert_eq!(status(WaitTimeout("x".into()).into()), 4);
+        assert_eq!(status(ProblemsFound(2).into()), 1);
+        assert_eq!(status(ServerExit(42).into()), 42);
+        assert_eq!(
+            status(ResolveError::Missing { input: "x".into() }.into()),
+            1
+        );
+        let spawn = |kind| SpawnError {
+            command: "x".into(),
+            error: io::Error::from(kind),
+        };
+        assert_eq!(status(spawn(io::ErrorKind::NotFound).into()), 127);
+        assert_eq!(status(spawn(io::ErrorKind::PermissionDenied).into()), 126);
+        assert_eq!(
+            status(
+                ClientError::NotRunning {
+                    socket: socket.clone(),
+                    hint: String::new()
+                }
+                .into()
+            ),
+            3
+        );
+        assert_eq!(
+            status(
+                ClientError::Lost {
+                    socket: socket.clone(),
+                    reason: "x".into()
+                }
+                .into()
+            ),
+            3
+        );
+        assert_eq!(status(ClientError::Autostart("x".into()).into()), 3);
+        assert_eq!(
+            status(ClientError::Refused(ErrorObject::new(wire::code::NOT_FOUND, "x")).into()),
+            1
+        );
+        assert_eq!(
+            status(
+                ClientError::VersionMismatch {
+                    socket,
+                    daemon: OtherProtocol::Refused {
+                        message: "x".into()
+                    }
+                }
+                .into()
+            ),
+            1
+        );
+        let pipe = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(is_silent(&pipe));
+        assert_eq!(status(pipe), 0);
+        assert!(is_silent(&ServerExit(3).into()));
+        assert!(!is_silent(&UsageError("x".into()).into()));
+    }
+
+    #[test]
+    fn a_version_mismatch_fix_depends_on_which_side_is_behind() {
+        let greeted = |protocol| OtherProtocol::Greeted {
+            protocol,
+            daemon_version: "9.9.9".into(),
+        };
+        let newer = greeted(wire::PROTOCOL_VERSION + 1);
+        assert_eq!(newer.daemon_compared_to_rootsctl(), Some(Ordering::Greater));
+        assert!(
+            newer.fix().starts_with("upgrade rootsctl"),
+            "{}",
+            newer.fix()
+        );
+        assert!(!newer.fix().contains("restart"), "{}", newer.fix());
+
+        let older = greeted(wire::PROTOCOL_VERSION - 1);
+        assert!(older.fix().starts_with("restart rootsd"), "{}", older.fix());
+        assert!(!older.fix().contains("upgrade rootsctl"), "{}", older.fix());
+        assert!(
+            older
+                .summary(std::path::Path::new("/s.sock"))
+                .contains(&format!(
+                    "speaks control protocol {}, older than",
+                    wire::PROTOCOL_VERSION - 1
+                ))
+        );
+
+        let refused = OtherProtocol::Refused {
+            message: "rootsctl speaks 1 but this rootsd speaks 2".into(),
+        };
+        assert_eq!(refused.daemon_compared_to_rootsctl(), None);
+        let fix = refused.fix();
+        assert!(
+            fix.contains("restart rootsd") && fix.contains("upgrade rootsctl"),
+            "{fix}"
+        );
+    }
+}
