@@ -495,5 +495,5 @@ fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-#[path = "registry_tests.rs"]
+#[path = "registry_tests/mod.rs"]
 mod tests;

@@ -1,0 +1,297 @@
+//! The registry's roots rules as data: a list of operations in, a transcript out.
+//!
+//! Each test hands [`check`] a few operations, one per line, and the transcript it expects: every
+//! operation with what it did (or the error it was refused with), then the final state of the
+//! store. The operations run against a real [`Registry`] on a sled store in a temporary
+//! directory, so a change of the rules shows up as a readable difference in the transcript, and a
+//! change of the registry's API touches only [`check`].
+//!
+//! Operations:
+//!
+//! - `add WORKSPACE ROOT, ROOT, …` where a root is `URI` or `URI "NAME"`;
+//! - `remove WORKSPACE TARGET, TARGET, …` where a target is `URI`, `"NAME"` or `URI "NAME"` (both,
+//!   as `rootsctl remove PATH` sends: the path's URI, and the path as typed as a name);
+//! - `reopen`: drops the registry and loads a new one from the same store directory, as a
+//!   restarted daemon does.
+//!
+//! Besides the transcript, [`check`] asserts what must hold after every operation whatever the
+//! rule: a change publishes exactly one snapshot on the `watch` feed, equal to the new state at
+//! the reported revision, and an operation that changes nothing (or is refused) publishes nothing
+//! and leaves every workspace and the store revision as they were.
+//!
+//! These tests cover only the roots half of the registry (`add`, `remove`, `snapshot`, `totals`,
+//! `workspaces`, `subscribe_feed`); sessions are tested end to end.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use rootsd_proto::wire::{ChangeResult, RemoveTarget, RootsSnapshot, code};
+use rootsd_proto::{Root, WorkspaceName};
+use tokio::sync::broadcast::{self, error::TryRecvError};
+
+use super::Registry;
+use crate::error::RequestError;
+use crate::store::Store;
+
+/// Runs `ops` against a registry on a fresh store and compares the transcript with `expect`.
+///
+/// Both texts may be indented as the test source is: common leading whitespace and blank lines
+/// at either end are ignored.
+#[track_caller]
+pub(super) fn check(ops: &str, expect: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("build a runtime");
+    let actual = runtime.block_on(transcript(ops));
+    let expect = dedent(expect);
+    if actual != expect {
+        let (expected_lines, actual_lines): (Vec<&str>, Vec<&str>) =
+            (expect.lines().collect(), actual.lines().collect());
+        let first = (0..)
+            .find(|&i| expected_lines.get(i) != actual_lines.get(i))
+            .expect("the texts differ somewhere");
+        let at = |lines: &[&str]| {
+            lines
+                .get(first)
+                .map_or("(end)".to_owned(), |l| format!("{l:?}"))
+        };
+        panic!(
+            "the registry's transcript differs from the expected one at line {}:\n\
+             expected {}\n  actual {}\n\
+             \n--- expected\n{expect}\n\n--- actual\n{actual}\n",
+            first + 1,
+            at(&expected_lines),
+            at(&actual_lines),
+        );
+    }
+}
+
+async fn transcript(ops: &str) -> String {
+    let dir = tempfile::tempdir().expect("create a temp dir");
+    let mut registry = Registry::new(Store::open(dir.path()).expect("open the store"))
+        .expect("load the new store");
+    let (_, mut feed) = registry.subscribe_feed().await;
+    let mut out = String::new();
+    for line in ops.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        writeln!(out, "{line}").unwrap();
+        let before = State::of(&registry).await;
+        let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let (workspace, items) = rest.split_once(' ').unwrap_or((rest, ""));
+        let outcome = match verb {
+            "add" => {
+                let roots = parse_items(items).map(|(uri, name)| Root {
+                    uri: uri.unwrap_or_else(|| panic!("`{line}`: every root needs a URI")),
+                    name,
+                });
+                registry.add(&ws(workspace), roots.collect()).await
+            }
+            "remove" => {
+                let targets = parse_items(items).map(|(uri, name)| RemoveTarget {
+                    input: name.clone().or_else(|| uri.clone()).unwrap_or_default(),
+                    uri,
+                    name,
+                });
+                registry.remove(&ws(workspace), targets.collect()).await
+            }
+            "reopen" => {
+                drop(feed);
+                drop(registry);
+                let store = Store::reopen(dir.path(), Duration::from_secs(10)).expect("reopen");
+                registry = Registry::new(store).expect("load the reopened store");
+                feed = registry.subscribe_feed().await.1;
+                let (revision, roots, workspaces) = registry.totals().await;
+                writeln!(
+                    out,
+                    "  loaded store revision {revision}, {roots} roots in {workspaces} workspaces"
+                )
+                .unwrap();
+                continue;
+            }
+            _ => panic!("unknown operation `{line}`: expected add, remove or reopen"),
+        };
+        let after = State::of(&registry).await;
+        let published = drain(&mut feed);
+        match &outcome {
+            Ok(result) => {
+                assert_eq!(result.workspace.as_str(), workspace, "`{line}`");
+                render_result(&mut out, result);
+                let changed = !(result.added.is_empty()
+                    && result.renamed.is_empty()
+                    && result.removed.is_empty());
+                if changed {
+                    let now = registry.snapshot(&result.workspace).await;
+                    assert_eq!(now.revision, result.revision, "`{line}`: {now:?}");
+                    assert_eq!(after.revision, result.revision, "`{line}`");
+                    assert_eq!(published, [now], "`{line}` must publish its change once");
+                } else {
+                    assert_unchanged(line, &before, &after, &published);
+                }
+            }
+            Err(error) => {
+                render_error(&mut out, error);
+                assert_unchanged(line, &before, &after, &published);
+            }
+        }
+    }
+    writeln!(out, "--").unwrap();
+    State::of(&registry).await.render(&mut out);
+    out.trim_end().to_owned()
+}
+
+/// Everything a test can observe about the roots, for the final state and the no-change checks.
+#[derive(Debug, PartialEq)]
+struct State {
+    revision: u64,
+    roots: usize,
+    workspaces: Vec<RootsSnapshot>,
+}
+
+impl State {
+    async fn of(registry: &Registry) -> Self {
+        let (revision, roots, count) = registry.totals().await;
+        let mut workspaces = Vec::new();
+        for summary in registry.workspaces().await {
+            let snapshot = registry.snapshot(&summary.name).await;
+            assert_eq!(summary.roots, snapshot.roots.len(), "{summary:?}");
+            workspaces.push(snapshot);
+        }
+        assert_eq!(count, workspaces.len(), "totals count every workspace");
+        Self {
+            revision,
+            roots,
+            workspaces,
+        }
+    }
+
+    fn render(&self, out: &mut String) {
+        let Self {
+            revision,
+            roots,
+            workspaces,
+        } = self;
+        let count = workspaces.len();
+        writeln!(
+            out,
+            "store revision {revision}, {roots} roots in {count} workspaces"
+        )
+        .unwrap();
+        for snapshot in workspaces {
+            writeln!(out, "{} @{}", snapshot.workspace, snapshot.revision).unwrap();
+            for root in &snapshot.roots {
+                writeln!(out, "  {}", show_root(root)).unwrap();
+            }
+        }
+    }
+}
+
+#[track_caller]
+fn assert_unchanged(line: &str, before: &State, after: &State, published: &[RootsSnapshot]) {
+    assert_eq!(
+        before, after,
+        "`{line}` changed nothing, yet the state moved"
+    );
+    assert!(
+        published.is_empty(),
+        "`{line}` changed nothing, yet published {published:?}"
+    );
+}
+
+fn render_result(out: &mut String, result: &ChangeResult) {
+    let groups = [
+        ("added", &result.added),
+        ("renamed", &result.renamed),
+        ("unchanged", &result.unchanged),
+        ("removed", &result.removed),
+    ];
+    for (label, roots) in groups {
+        for root in roots {
+            writeln!(out, "  {label} {}", show_root(root)).unwrap();
+        }
+    }
+    writeln!(
+        out,
+        "  total {}, revision {}",
+        result.total, result.revision
+    )
+    .unwrap();
+}
+
+/// An error as its code's name and the message's gist: the part before the first `": "`, which
+/// names what was wrong. The rest (what to do) is worded for people and may change freely.
+fn render_error(out: &mut String, error: &RequestError) {
+    let name = match error.code {
+        code::NOT_FOUND => "NOT_FOUND",
+        code::INVALID_ROOT => "INVALID_ROOT",
+        code::AMBIGUOUS => "AMBIGUOUS",
+        code::STORAGE => "STORAGE",
+        other => panic!("unexpected error code {other}: {}", error.message),
+    };
+    let gist = error
+        .message
+        .split_once(": ")
+        .map_or(error.message.as_str(), |(gist, _)| gist);
+    writeln!(out, "  error {name}: {gist}").unwrap();
+}
+
+fn show_root(root: &Root) -> String {
+    match &root.name {
+        Some(name) => format!("{} {name:?}", root.uri),
+        None => root.uri.clone(),
+    }
+}
+
+/// `URI "NAME", "NAME", URI` → `(Some(URI), Some(NAME))`, `(None, Some(NAME))`, `(Some(URI), None)`.
+fn parse_items(items: &str) -> impl Iterator<Item = (Option<String>, Option<String>)> + '_ {
+    items
+        .split(", ")
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| match item.split_once('"') {
+            Some((uri, quoted)) => {
+                let name = quoted
+                    .strip_suffix('"')
+                    .unwrap_or_else(|| panic!("unterminated name in `{item}`"));
+                let uri = uri.trim();
+                (
+                    (!uri.is_empty()).then(|| uri.to_owned()),
+                    Some(name.to_owned()),
+                )
+            }
+            None => (Some(item.to_owned()), None),
+        })
+}
+
+fn drain(feed: &mut broadcast::Receiver<std::sync::Arc<RootsSnapshot>>) -> Vec<RootsSnapshot> {
+    let mut published = Vec::new();
+    loop {
+        match feed.try_recv() {
+            Ok(snapshot) => published.push((*snapshot).clone()),
+            Err(TryRecvError::Empty) => return published,
+            Err(other) => panic!("the change feed failed: {other}"),
+        }
+    }
+}
+
+fn ws(name: &str) -> WorkspaceName {
+    WorkspaceName::new(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Strips the indentation common to all non-blank lines, and blank lines at either end.
+fn dedent(text: &str) -> String {
+    let indent = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines()
+        .map(|l| l.get(indent..).unwrap_or("").trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim_matches('\n')
+        .to_owned()
+}
+
+mod add;
+mod remove;

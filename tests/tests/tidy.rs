@@ -1,0 +1,215 @@
+//! The invariants ARCHITECTURE.md states as absences, checked where a program can check them, in
+//! the spirit of rust-analyzer's tidy tests: a change that breaks one fails the build with the
+//! rule it broke, instead of waiting for a reviewer to notice.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The longest a source file may grow before it is split by job.
+const MAX_LINES: usize = 700;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace")
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The source directories of the workspace's crates.
+fn source_dirs() -> Vec<PathBuf> {
+    [
+        "proto/src",
+        "daemon/src",
+        "daemon/tests",
+        "cli/src",
+        "tests/src",
+        "tests/tests",
+    ]
+    .iter()
+    .map(|d| workspace().join(d))
+    .collect()
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(workspace())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Lines of `text` that are code: comments and doc comments are prose, which may name anything.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line))
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+}
+
+#[test]
+fn only_the_store_module_names_sled() {
+    // This file spells out what it looks for, so it is no offender either.
+    let allowed = [
+        workspace().join("daemon/src/store.rs"),
+        PathBuf::from(file!()),
+    ];
+    let mut offenders = Vec::new();
+    for file in source_dirs().iter().flat_map(|d| rust_files(d)) {
+        if allowed.iter().any(|a| file.ends_with(a)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        for (number, line) in code_lines(&text) {
+            if line.contains("sled::") || line.contains("use sled") {
+                offenders.push(format!("{}:{number}: {}", relative(&file), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "only daemon/src/store.rs may use sled (ARCHITECTURE.md, Invariants); found:\n{}",
+        offenders.join("\n")
+    );
+    for manifest in ["proto/Cargo.toml", "cli/Cargo.toml", "tests/Cargo.toml"] {
+        let text = std::fs::read_to_string(workspace().join(manifest)).expect("read a manifest");
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("sled")),
+            "{manifest} depends on sled; only the daemon may"
+        );
+    }
+}
+
+#[test]
+fn proto_depends_on_neither_tokio_nor_sled() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(&cargo)
+        .current_dir(workspace())
+        .args([
+            "tree",
+            "--package",
+            "rootsd-proto",
+            "--edges",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+            "--locked",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo:?} tree: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(
+        crates.contains(&"rootsd-proto"),
+        "unexpected cargo tree output:\n{tree}"
+    );
+    for forbidden in ["tokio", "sled"] {
+        assert!(
+            !crates.contains(&forbidden),
+            "rootsd-proto depends on {forbidden}, directly or through another crate; proto must not (ARCHITECTURE.md, Invariants):\n{tree}"
+        );
+    }
+}
+
+#[test]
+fn the_relay_does_no_io() {
+    let relay = workspace().join("cli/src/proxy/relay");
+    let forbidden = [
+        "std::io",
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::env",
+        "tokio",
+        "println!",
+        "eprintln!",
+        "print!(",
+        "Instant::now",
+        "SystemTime::now",
+    ];
+    let mut offenders = Vec::new();
+    for file in rust_files(&relay) {
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        for (number, line) in code_lines(&text) {
+            if let Some(what) = forbidden.iter().find(|f| line.contains(*f)) {
+                offenders.push(format!(
+                    "{}:{number}: {what}: {}",
+                    relative(&file),
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        !rust_files(&relay).is_empty(),
+        "no relay sources under {}",
+        relay.display()
+    );
+    assert!(
+        offenders.is_empty(),
+        "the relay is a pure state machine: lines, the clock and the daemon's lists come in as arguments (ARCHITECTURE.md, Invariants); found:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_is_longer_than_the_limit() {
+    let mut long = Vec::new();
+    for file in source_dirs().iter().flat_map(|d| rust_files(d)) {
+        let lines = std::fs::read_to_string(&file)
+            .expect("read a source file")
+            .lines()
+            .count();
+        if lines > MAX_LINES {
+            long.push(format!("{} ({lines} lines)", relative(&file)));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these by job; no source file may exceed {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_checks_above_would_see_a_violation() {
+    let sample = "// sled:: in a comment is prose\nlet db = sled::open(path);\n";
+    let hits: Vec<usize> = code_lines(sample)
+        .filter(|(_, l)| l.contains("sled::"))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(hits, vec![2]);
+    assert!(
+        rust_files(&workspace().join("daemon/src"))
+            .iter()
+            .any(|f| f.ends_with("store.rs")),
+        "the walk finds the daemon's sources"
+    );
+}
