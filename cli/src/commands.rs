@@ -6,9 +6,9 @@ use std::io::Write;
 use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
-    AddParams, AddRoots, ChangeResult, EmptyParams, ListRoots, ListSessions, ListWorkspaces,
-    RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, Status, WaitForSessions, WaitParams,
-    Watch, WatchParams, WorkspaceParams,
+    AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
+    ListWorkspaces, RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, SessionInfo, Status,
+    WaitForSessions, WaitParams, Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -94,32 +94,47 @@ async fn wait_for_sessions(
             timeout_ms,
         })
         .await?;
+    // What rootsd observes is that a server was *given* the list: MCP has no acknowledgement of
+    // a server having applied it, and servers apply a fetched list on their own schedule (the
+    // reference filesystem server a few milliseconds later).
+    let waited = result.caught_up.len() + result.lagging.len();
+    let on_use = if result.on_use.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} session(s) fetch roots only when they need them and get it at their next request, not waited for: {}",
+            result.on_use.len(),
+            describe_sessions(&result.on_use)
+        )
+    };
     if result.lagging.is_empty() {
         eprintln!(
-            "{} of {} notified sessions fetched revision {}",
-            result.caught_up.len(),
+            "{} of {waited} notified session(s) fetched revision {}{on_use}",
             result.caught_up.len(),
             change.revision
         );
         return Ok(());
     }
     out.flush()?;
-    let lagging: Vec<String> = result
-        .lagging
+    bail!(WaitTimeout(format!(
+        "{} of {waited} notified session(s) of workspace {} had not fetched revision {} after {timeout_secs}s: {}{on_use}",
+        result.lagging.len(),
+        change.workspace,
+        change.revision,
+        describe_sessions(&result.lagging)
+    )))
+}
+
+/// `session 3 (label, pid 123), …`
+fn describe_sessions(sessions: &[SessionInfo]) -> String {
+    sessions
         .iter()
         .map(|s| {
             let label = if s.label.is_empty() { "-" } else { &s.label };
             format!("session {} ({label}, pid {})", s.id, s.pid)
         })
-        .collect();
-    bail!(WaitTimeout(format!(
-        "{} of {} notified sessions of workspace {} had not fetched revision {} after {timeout_secs}s: {}",
-        result.lagging.len(),
-        result.lagging.len() + result.caught_up.len(),
-        change.workspace,
-        change.revision,
-        lagging.join(", ")
-    )))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
@@ -351,6 +366,7 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             "ERA",
             "WORKSPACE",
             "LISTCHANGED",
+            "FETCHES",
             "FETCHED",
             "REVISION",
             "NOTIFIED",
@@ -377,7 +393,19 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             s.workspace.to_string(),
-            if s.list_changed { "yes" } else { "no" }.into(),
+            match (s.era, s.list_changed) {
+                // 2026-07-28 has no notifications at all.
+                (Era::Stateless, _) => "n/a",
+                (_, true) => "yes",
+                (_, false) => "no",
+            }
+            .into(),
+            match s.fetch_behaviour {
+                FetchBehaviour::Unknown => "-",
+                FetchBehaviour::AfterNotification => "when told",
+                FetchBehaviour::OnUse => "on use",
+            }
+            .into(),
             s.last_fetch_unix.map_or("never".into(), |t| {
                 format!("{} ago", output::duration(now.saturating_sub(t)))
             }),

@@ -11,6 +11,14 @@ use rootsctl::commands;
 use rootsctl::errors::{self, Exit};
 
 fn main() -> ExitCode {
+    // `rootsctl proxy` starts its server through a copy of itself; that copy is not a command.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == rootsctl::proxy::server::EXEC_MODE)
+    {
+        return ExitCode::from(rootsctl::proxy::server::exec_server(&args[2..]));
+    }
     let cli = Cli::parse();
     let target = Target::new(cli.socket.clone(), cli.no_autostart);
     // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only

@@ -319,16 +319,22 @@ impl<'a> ConnectionState<'a> {
             // Enabling before checking means a fetch between the check and the await still wakes
             // us.
             progress.as_mut().enable();
-            let (caught_up, lagging) = self
+            let progress_now = self
                 .registry
                 .fetch_progress(&params.workspace, params.revision);
-            if lagging.is_empty() {
-                return WaitResult { caught_up, lagging };
+            let done = progress_now.lagging.is_empty();
+            let result = WaitResult {
+                caught_up: progress_now.caught_up,
+                lagging: progress_now.lagging,
+                on_use: progress_now.on_use,
+            };
+            if done {
+                return result;
             }
             tokio::select! {
                 () = progress => {}
-                () = tokio::time::sleep_until(deadline) => return WaitResult { caught_up, lagging },
-                () = self.shutdown.cancelled() => return WaitResult { caught_up, lagging },
+                () = tokio::time::sleep_until(deadline) => return result,
+                () = self.shutdown.cancelled() => return result,
             }
         }
     }

@@ -262,7 +262,7 @@ impl Registry {
         model.revision = revision;
         model.workspaces.insert(workspace.clone(), next);
         result.revision = revision;
-        result.notified_sessions = self.expected_fetches(workspace, revision);
+        result.notified_sessions = self.notified(workspace, revision);
         let snapshot = Arc::new(snapshot_of(model, workspace));
         self.publish(snapshot);
         self.counts_changed();
@@ -331,34 +331,49 @@ impl Registry {
         self.sessions.lock().expect("sessions lock").len()
     }
 
-    /// How many sessions of `workspace` are expected to fetch `revision` ([`session::notice`]).
-    fn expected_fetches(&self, workspace: &WorkspaceName, revision: u64) -> usize {
+    /// How many sessions of `workspace` are told about `revision` ([`session::notice`]).
+    fn notified(&self, workspace: &WorkspaceName, revision: u64) -> usize {
         let sessions = self.sessions.lock().expect("sessions lock");
         sessions
             .values()
-            .filter(|s| &s.workspace == workspace && expects_fetch(s, revision))
+            .filter(|s| &s.workspace == workspace && session::notice(&s.state, revision).notified())
             .count()
     }
 
-    /// Which of the sessions of `workspace` expected to fetch `revision` have and have not
-    /// fetched it.
-    pub fn fetch_progress(
-        &self,
-        workspace: &WorkspaceName,
-        revision: u64,
-    ) -> (Vec<SessionInfo>, Vec<SessionInfo>) {
+    /// Where the notified sessions of `workspace` are with `revision`: those `wait` waits for
+    /// ([`session::awaited`]) split into fetched and not yet, and those that fetch on use.
+    pub fn fetch_progress(&self, workspace: &WorkspaceName, revision: u64) -> FetchProgress {
         let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .iter()
-            .filter(|(_, s)| &s.workspace == workspace && expects_fetch(s, revision))
-            .map(|(id, s)| session_info(*id, s))
-            .partition(|info| info.fetched_revision.is_some_and(|r| r >= revision))
+        let mut progress = FetchProgress::default();
+        for (id, s) in sessions.iter() {
+            if &s.workspace != workspace || !session::notice(&s.state, revision).notified() {
+                continue;
+            }
+            let info = session_info(*id, s);
+            if !session::awaited(&s.state, revision) {
+                progress.on_use.push(info);
+            } else if info.fetched_revision.is_some_and(|r| r >= revision) {
+                progress.caught_up.push(info);
+            } else {
+                progress.lagging.push(info);
+            }
+        }
+        progress
     }
 
     /// Resolves the next time any session reports a new state or goes away.
     pub fn progress(&self) -> &Notify {
         &self.progress
     }
+}
+
+/// The notified sessions of a workspace, by what they did with one revision.
+#[derive(Debug, Default)]
+pub struct FetchProgress {
+    pub caught_up: Vec<SessionInfo>,
+    pub lagging: Vec<SessionInfo>,
+    /// Told, but they fetch only when they need roots: not waited for.
+    pub on_use: Vec<SessionInfo>,
 }
 
 /// A registered session; unregisters itself when dropped.
@@ -409,12 +424,6 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-/// Whether this session's server is expected to fetch `revision`: the one notification rule,
-/// shared with the proxy.
-fn expects_fetch(session: &SessionRecord, revision: u64) -> bool {
-    session::notice(&session.state, revision).expects_fetch()
-}
-
 fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {
     let stored = model.workspaces.get(workspace);
     RootsSnapshot {
@@ -439,6 +448,7 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         last_fetch_unix: s.last_fetch_unix,
         fetched_revision: s.state.fetched_revision,
         notifications_sent: s.state.notifications_sent,
+        fetch_behaviour: s.state.fetch_behaviour,
         connected_secs: s.connected.elapsed().as_secs(),
     }
 }

@@ -30,6 +30,20 @@ pub struct ServerInfo {
     pub version: String,
 }
 
+/// How a session's server keeps its roots current, as the proxy has seen it behave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FetchBehaviour {
+    /// Not seen yet: the server has not been notified of a change since it first fetched.
+    #[default]
+    Unknown,
+    /// It fetched soon after a `list_changed`, as the reference filesystem server does.
+    AfterNotification,
+    /// It let a `list_changed` go unanswered: it asks for roots only when it needs them (inside
+    /// a tool call, as fastmcp and the Python SDK's `Context` do), and sees a change then.
+    OnUse,
+}
+
 /// Everything about one session that the daemon needs, as its proxy last reported it.
 ///
 /// Every field has a default so that a report may leave out what is not known yet; the daemon
@@ -65,6 +79,8 @@ pub struct SessionState {
     /// How many `list_changed` notifications the proxy has sent.
     #[serde(default)]
     pub notifications_sent: u64,
+    #[serde(default)]
+    pub fetch_behaviour: FetchBehaviour,
 }
 
 /// What a change of the roots to revision `newest` means for one session's server.
@@ -83,9 +99,9 @@ pub enum Notice {
 }
 
 impl Notice {
-    /// Whether the server is expected to fetch `newest` (now or later), which is what `wait`
-    /// waits for and `notified_sessions` counts.
-    pub fn expects_fetch(self) -> bool {
+    /// Whether the server is told about `newest` (now or later): what `notified_sessions`
+    /// counts.
+    pub fn notified(self) -> bool {
         self != Self::Never
     }
 }
@@ -110,6 +126,13 @@ pub fn notice(state: &SessionState, newest: u64) -> Notice {
     } else {
         Notice::Due
     }
+}
+
+/// Whether `wait` waits for this session's server to fetch `revision`: it is notified of the
+/// change ([`notice`]) and fetches when notified. A server that fetches on use sees the change
+/// at its next request, which may be much later, so it is not waited for.
+pub fn awaited(state: &SessionState, revision: u64) -> bool {
+    notice(state, revision).notified() && state.fetch_behaviour != FetchBehaviour::OnUse
 }
 
 #[cfg(test)]
@@ -151,7 +174,7 @@ mod tests {
         };
         for state in [undeclared, stateless, never_fetched] {
             assert_eq!(notice(&state, 4), Notice::Never, "{state:?}");
-            assert!(!notice(&state, 4).expects_fetch());
+            assert!(!awaited(&state, 4));
         }
     }
 
@@ -167,7 +190,7 @@ mod tests {
         };
         for state in [uninitialized, outstanding] {
             assert_eq!(notice(&state, 4), Notice::Pending, "{state:?}");
-            assert!(notice(&state, 4).expects_fetch());
+            assert!(awaited(&state, 4));
         }
     }
 
@@ -185,6 +208,21 @@ mod tests {
             ..refused
         };
         assert_eq!(notice(&unknown_era, 1), Notice::Due);
+    }
+
+    #[test]
+    fn a_server_that_fetches_on_use_is_notified_but_not_waited_for() {
+        let on_use = SessionState {
+            fetch_behaviour: FetchBehaviour::OnUse,
+            ..fetched_3()
+        };
+        assert_eq!(notice(&on_use, 4), Notice::Due);
+        assert!(!awaited(&on_use, 4));
+        let reacts = SessionState {
+            fetch_behaviour: FetchBehaviour::AfterNotification,
+            ..fetched_3()
+        };
+        assert!(awaited(&reacts, 4));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::root::Root;
-pub use crate::session::{Era, ServerInfo, SessionState};
+pub use crate::session::{Era, FetchBehaviour, ServerInfo, SessionState};
 use crate::workspace::WorkspaceName;
 
 /// Version of this control protocol. A client and daemon with different versions refuse each
@@ -401,6 +401,9 @@ pub struct SessionInfo {
     pub fetched_revision: Option<u64>,
     pub notifications_sent: u64,
     pub connected_secs: u64,
+    /// How the server keeps its roots current, as the proxy has seen it.
+    #[serde(default)]
+    pub fetch_behaviour: FetchBehaviour,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -422,6 +425,10 @@ pub struct WaitResult {
     pub caught_up: Vec<SessionInfo>,
     /// Sessions that had not fetched `revision` when the timeout passed; empty on success.
     pub lagging: Vec<SessionInfo>,
+    /// Sessions that were told but fetch roots only when they need them: they get `revision`
+    /// at their next request, and are not waited for.
+    #[serde(default)]
+    pub on_use: Vec<SessionInfo>,
 }
 
 #[cfg(test)]

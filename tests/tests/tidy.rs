@@ -154,8 +154,13 @@ fn the_relay_does_no_io() {
         "Instant::now",
         "SystemTime::now",
     ];
+    // The relay's own tests pick the instant their clock starts at; the relay never does.
+    let test_modules = ["tests.rs", "transcript.rs"];
     let mut offenders = Vec::new();
     for file in rust_files(&relay) {
+        if test_modules.iter().any(|t| file.ends_with(t)) {
+            continue;
+        }
         let text = std::fs::read_to_string(&file).expect("read a source file");
         for (number, line) in code_lines(&text) {
             if let Some(what) = forbidden.iter().find(|f| line.contains(*f)) {

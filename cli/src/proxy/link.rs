@@ -12,7 +12,7 @@ use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::{
     RegisterParams, RegisterSession, RootsChanged, RootsSnapshot, UpdateSession,
 };
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
@@ -21,29 +21,24 @@ use crate::client::{Client, ClientError};
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
 
-/// What the link tells the relay.
-#[derive(Debug)]
-pub enum LinkEvent {
-    /// The newest list for the session's workspace (on registration and on every change).
-    Roots(RootsSnapshot),
-}
-
-/// Starts the link. States sent on the returned channel reach the daemon (only the newest one
-/// matters, so the channel holds one); dropping it ends the link.
+/// Starts the link. The newest list for the session's workspace (on registration and on every
+/// change) arrives on `roots`; states sent on the returned channel reach the daemon. Both
+/// channels hold only the newest value, which is all either side needs. Dropping the returned
+/// sender ends the link.
 pub fn spawn(
     target: Target,
     params: RegisterParams,
-    events: mpsc::UnboundedSender<LinkEvent>,
+    roots: watch::Sender<Option<RootsSnapshot>>,
 ) -> watch::Sender<SessionState> {
     let (states, receiver) = watch::channel(params.state.clone());
-    tokio::spawn(run(target, params, events, receiver));
+    tokio::spawn(run(target, params, roots, receiver));
     states
 }
 
 async fn run(
     target: Target,
     mut params: RegisterParams,
-    events: mpsc::UnboundedSender<LinkEvent>,
+    roots: watch::Sender<Option<RootsSnapshot>>,
     mut states: watch::Receiver<SessionState>,
 ) {
     let mut backoff = FIRST_RETRY;
@@ -63,10 +58,10 @@ async fn run(
                 }
                 connected_before = true;
                 backoff = FIRST_RETRY;
-                if events.send(LinkEvent::Roots(snapshot)).is_err() {
+                if roots.send(Some(snapshot)).is_err() {
                     return;
                 }
-                match serve(&mut client, &events, &mut states).await {
+                match serve(&mut client, &roots, &mut states).await {
                     Ended::ProxyDone => return,
                     Ended::Lost(reason) => {
                         eprintln!(
@@ -110,14 +105,14 @@ async fn register(
 
 async fn serve(
     client: &mut Client,
-    events: &mpsc::UnboundedSender<LinkEvent>,
+    roots: &watch::Sender<Option<RootsSnapshot>>,
     states: &mut watch::Receiver<SessionState>,
 ) -> Ended {
     loop {
         tokio::select! {
             pushed = client.next_push::<RootsChanged>() => match pushed {
                 Ok(snapshot) => {
-                    if events.send(LinkEvent::Roots(snapshot)).is_err() {
+                    if roots.send(Some(snapshot)).is_err() {
                         return Ended::ProxyDone;
                     }
                 }

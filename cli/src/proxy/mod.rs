@@ -1,63 +1,66 @@
 //! `rootsctl proxy -- COMMAND ARGS…`: puts a stdio MCP server behind rootsd.
 //!
-//! The proxy spawns the server, relays the host's stdin to it and its stdout to the host line
-//! by line, and lets [`relay::Relay`] handle the roots traffic. The server's stderr passes
-//! straight through. Nothing but MCP messages is ever written to stdout: diagnostics go to
-//! stderr, prefixed `rootsctl proxy:`.
+//! The proxy starts the server ([`server`]), reads lines from the host and the server
+//! ([`stdio::LineReader`]), lets [`relay::Relay`] decide what each becomes, and writes the
+//! results through queues ([`stdio::Outbound`]) whose size decides what is read next: a side that
+//! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
+//! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
+//! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
+//!
+//! Shutdown follows MCP's stdio rules: when the host closes stdin (or the server closes its
+//! stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and then
+//! SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
 
+pub mod label;
 pub mod link;
 pub mod relay;
+pub mod server;
+pub mod stdio;
 
-use std::ffi::OsString;
-use std::path::Path;
-use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::process::Command;
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use crate::args::ProxyArgs;
 use crate::autostart::Target;
-use crate::errors::{ServerExit, SpawnError};
-use link::LinkEvent;
-use relay::{Output, Relay};
+use crate::errors::ServerExit;
+use relay::{Config, Output, Relay, Side};
+use server::Server;
+use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound};
 
-/// After the host closes stdin, how long the server gets to exit on its own before SIGTERM, and
-/// then before SIGKILL.
+/// After the host closes stdin, how long the server gets to exit on its own before SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// After SIGTERM, how long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(3);
-/// How long a server's `roots/list` may wait for the daemon's first list before it is answered
-/// with an error.
-const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
+/// After the server exits, how long its stdout may stay open (held by a process it started)
+/// before the proxy stops waiting for the rest of its output.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// At the end, how long the host gets to take what is still queued for it.
+const FINAL_WRITE_GRACE: Duration = Duration::from_secs(5);
+
+/// The next step of ending a server that does not end on its own.
+#[derive(Clone, Copy, Debug)]
+enum Escalation {
+    Term,
+    Kill,
+}
 
 /// Runs the proxy until the server exits; returns how it exited, to pass on.
 pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit> {
-    let (program, rest) = args.command.split_first().expect("clap requires a command");
-    let mut child = Command::new(program)
-        .args(rest)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|error| SpawnError {
-            command: program.to_string_lossy().into_owned(),
-            error,
-        })?;
-    let child_pid = child.id();
-    let server_in = child.stdin.take().expect("stdin was piped");
-    let server_out = child.stdout.take().expect("stdout was piped");
+    let mut server = Server::spawn(&args.command)?;
+    let server_in = server.child.stdin.take().expect("stdin was piped");
+    let server_out = server.child.stdout.take().expect("stdout was piped");
 
     let label = args
         .name
         .clone()
-        .unwrap_or_else(|| default_label(&args.command));
-    let mut relay = Relay::new(!args.no_list_changed);
-    let (events_tx, mut events) = mpsc::unbounded_channel();
+        .unwrap_or_else(|| label::default_label(&args.command));
+    let mut relay = Relay::new(Config::new(!args.no_list_changed), Instant::now());
+    let (roots_tx, mut roots) = watch::channel(None);
     let states = link::spawn(
         target.clone(),
         RegisterParams {
@@ -66,210 +69,121 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             pid: std::process::id(),
             state: relay.state().clone(),
         },
-        events_tx,
+        roots_tx,
     );
 
-    let (to_server, server_writer) = writer(server_in);
-    let (to_host, host_writer) = writer(tokio::io::stdout());
-    let mut to_server = Some(to_server);
-    let mut host_lines = BufReader::new(tokio::io::stdin()).split(b'\n');
-    let mut server_lines = BufReader::new(server_out).split(b'\n');
+    let mut to_server = Outbound::new(server_in);
+    let mut to_host = Outbound::new(stdio::stdout());
+    let mut host_lines = LineReader::new(stdio::stdin());
+    let mut server_lines = LineReader::new(server_out);
     let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
 
     let mut host_open = true;
     let mut server_open = true;
+    let mut roots_open = true;
     let mut exited: Option<ExitStatus> = None;
-    let mut escalation: Option<(tokio::time::Instant, Escalation)> = None;
-    let first_list_deadline = tokio::time::sleep(FIRST_LIST_PATIENCE);
-    tokio::pin!(first_list_deadline);
-    let mut first_list_pending = true;
+    let mut escalation: Option<(Instant, Escalation)> = None;
+    let mut output_deadline: Option<Instant> = None;
 
     while server_open || exited.is_none() {
-        let escalate_at = escalation.map(|(at, _)| at);
+        let relay_deadline = relay.next_deadline();
+        let escalate_at = escalation.map(|(at, _)| at).filter(|_| exited.is_none());
+        let output_at = output_deadline.filter(|_| server_open);
         tokio::select! {
-            line = host_lines.next_segment(), if host_open => match line {
-                Ok(Some(line)) => relay.from_host(&line),
-                _ => {
+            line = host_lines.next_line(), if host_open && !to_server.is_full() => match line {
+                Ok(Some(Line::Complete(line))) => relay.from_host(&line, Instant::now()),
+                Ok(Some(Line::TooLong(prefix))) => {
+                    eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
+                    relay.line_too_long(Side::Host, &prefix, MAX_LINE_BYTES);
+                }
+                Ok(None) | Err(_) => {
                     // MCP's stdio shutdown: close the server's stdin, then escalate if it lingers.
                     host_open = false;
-                    to_server = None;
-                    escalation = Some((tokio::time::Instant::now() + EXIT_GRACE, Escalation::Term));
+                    to_server.close();
+                    escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
                 }
             },
-            line = server_lines.next_segment(), if server_open => match line {
-                Ok(Some(line)) => relay.from_server(&line),
-                _ => server_open = false,
+            line = server_lines.next_line(), if server_open && !to_host.is_full() => match line {
+                Ok(Some(Line::Complete(line))) => relay.from_server(&line, Instant::now()),
+                Ok(Some(Line::TooLong(prefix))) => {
+                    eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
+                    relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
+                }
+                Ok(None) | Err(_) => {
+                    // A server that closed its stdout has ended the session, running or not.
+                    server_open = false;
+                    if exited.is_none() {
+                        to_server.close();
+                        escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
+                    }
+                }
             },
-            status = child.wait(), if exited.is_none() => {
+            () = to_server.drain() => {}
+            () = to_host.drain() => {}
+            status = server.wait(), if exited.is_none() => {
                 exited = Some(status?);
+                output_deadline = Some(Instant::now() + OUTPUT_GRACE);
             }
-            Some(event) = events.recv() => match event {
-                LinkEvent::Roots(snapshot) => {
-                    first_list_pending = false;
-                    relay.roots_changed(snapshot);
+            changed = roots.changed(), if roots_open => match changed {
+                Ok(()) => {
+                    let snapshot = roots.borrow_and_update().clone();
+                    if let Some(snapshot) = snapshot {
+                        relay.roots_changed(snapshot, Instant::now());
+                    }
                 }
+                Err(_) => roots_open = false,
             },
-            () = &mut first_list_deadline, if first_list_pending => {
-                first_list_pending = false;
-                relay.give_up_waiting();
+            () = sleep_until(relay_deadline), if relay_deadline.is_some() => relay.tick(Instant::now()),
+            Some(signal) = signals.next() => {
+                server.signal(signal);
+                if signal != SIGHUP {
+                    // Passed on like the host's stdin closing: if the server ignores it, it is
+                    // killed after the same grace.
+                    escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
+                }
             }
-            Some(signal) = signals.next() => forward_signal(child_pid, signal),
-            () = sleep_until_opt(escalate_at), if escalate_at.is_some() && exited.is_none() => {
+            () = sleep_until(escalate_at), if escalate_at.is_some() => {
                 let Some((_, step)) = escalation else { continue };
                 match step {
                     Escalation::Term => {
                         eprintln!("rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM");
-                        forward_signal(child_pid, SIGTERM);
-                        escalation = Some((tokio::time::Instant::now() + TERM_GRACE, Escalation::Kill));
+                        server.signal(SIGTERM);
+                        escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
                     }
                     Escalation::Kill => {
                         eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
-                        let _ = child.start_kill();
+                        let _ = server.child.start_kill();
                         escalation = None;
                     }
                 }
             }
+            () = sleep_until(output_at), if output_at.is_some() => {
+                eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
+                server_open = false;
+            }
         }
         for output in relay.take_output() {
             match output {
-                Output::ToServer(line) => {
-                    if let Some(to_server) = &to_server {
-                        let _ = to_server.send(line);
-                    }
-                }
-                Output::ToHost(line) => {
-                    let _ = to_host.send(line);
-                }
+                Output::ToServer(line) => to_server.push(line),
+                Output::ToHost(line) => to_host.push(line),
                 Output::State(state) => {
                     states.send_replace(state);
                 }
             }
         }
     }
-    drop(to_server);
-    drop(to_host);
     drop(states);
-    // Everything the server said must reach the host before the proxy exits.
-    let _ = host_writer.await;
-    server_writer.abort();
+    // Everything the server said must reach the host before the proxy exits, unless the host
+    // stopped reading.
+    let _ = tokio::time::timeout(FINAL_WRITE_GRACE, to_host.finish()).await;
     Ok(ServerExit::of(
         exited.expect("the loop ends only once the server exited"),
     ))
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Escalation {
-    Term,
-    Kill,
-}
-
-async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
         None => std::future::pending().await,
-    }
-}
-
-/// A task that writes queued lines, each followed by a newline, and closes the stream when the
-/// queue's sender is dropped. Queuing means the relay never blocks on a slow reader.
-fn writer<W: AsyncWrite + Unpin + Send + 'static>(
-    mut stream: W,
-) -> (mpsc::UnboundedSender<Vec<u8>>, tokio::task::JoinHandle<()>) {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Vec<u8>>();
-    let task = tokio::spawn(async move {
-        while let Some(mut line) = receiver.recv().await {
-            line.push(b'\n');
-            if stream.write_all(&line).await.is_err() {
-                break;
-            }
-            // Flush when the queue is empty: batches writes under load, adds no latency when idle.
-            if receiver.is_empty() && stream.flush().await.is_err() {
-                break;
-            }
-        }
-        let _ = stream.shutdown().await;
-    });
-    (sender, task)
-}
-
-fn forward_signal(pid: Option<u32>, signal: i32) {
-    let Some(pid) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) else {
-        return;
-    };
-    let Some(signal) = rustix::process::Signal::from_named_raw(signal) else {
-        return;
-    };
-    let _ = rustix::process::kill_process(pid, signal);
-}
-
-/// A label for `rootsctl sessions` when `--name` is not given: the command's file name, plus the
-/// script's for interpreters (`node server-filesystem`, not just `node`).
-fn default_label(command: &[OsString]) -> String {
-    let Some(program) = command.first() else {
-        return String::new();
-    };
-    let program = file_name(Path::new(program));
-    let interpreters = [
-        "node", "python", "python3", "npx", "uvx", "uv", "deno", "bun", "bash", "sh",
-    ];
-    if interpreters.contains(&program.as_str())
-        && let Some(script) = command[1..]
-            .iter()
-            .find(|a| !a.to_string_lossy().starts_with('-'))
-    {
-        return format!("{program} {}", script_name(Path::new(script)));
-    }
-    program
-}
-
-/// What a script is called: its file name without extension, or, for a generic entry point
-/// (`node_modules/@scope/server-x/dist/index.js`), the package directory it belongs to.
-fn script_name(script: &Path) -> String {
-    let stem = script
-        .file_stem()
-        .map_or_else(|| file_name(script), |s| s.to_string_lossy().into_owned());
-    if !["index", "main", "cli", "server", "__main__"].contains(&stem.as_str()) {
-        return stem;
-    }
-    script
-        .ancestors()
-        .skip(1)
-        .filter_map(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-        .find(|n| !["dist", "build", "lib", "bin", "src", "out"].contains(&n.as_str()))
-        .unwrap_or(stem)
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name().map_or_else(
-        || path.to_string_lossy().into_owned(),
-        |n| n.to_string_lossy().into_owned(),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn label(command: &[&str]) -> String {
-        default_label(&command.iter().map(OsString::from).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn labels_name_the_server_not_the_interpreter() {
-        assert_eq!(
-            label(&[
-                "node",
-                "/x/node_modules/@m/server-filesystem/dist/index.js",
-                "/tmp"
-            ]),
-            "node server-filesystem"
-        );
-        assert_eq!(
-            label(&["npx", "-y", "@modelcontextprotocol/server-memory"]),
-            "npx server-memory"
-        );
-        assert_eq!(label(&["python3", "-u", "tools/scan.py"]), "python3 scan");
-        assert_eq!(label(&["/usr/local/bin/mcp-git", "--repo", "."]), "mcp-git");
     }
 }

@@ -2,135 +2,188 @@
 //! tells it about changes with `notifications/roots/list_changed`.
 //!
 //! The proxy declares roots in the host's `initialize`, answers every `roots/list` itself from
-//! the daemon's newest list (the host never sees one), and sends `list_changed` exactly when
-//! [`session::notice`] says it is due.
+//! the daemon's newest list (the host never sees one), sends `list_changed` exactly when
+//! [`session::notice`] says it is due, and learns from the server's reaction whether it fetches
+//! after a notification or only on use.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
-use rootsd_proto::session::{self, Era, Notice};
-use serde_json::{Value, json};
+use rootsd_proto::session::{self, Era, FetchBehaviour, Notice};
 
-use super::message::{id_key, internal_error, object_at, object_in, server_info, to_line};
+use super::json::{self, Editor};
+use super::message::{self, Msg};
 use super::{Availability, Fate, Output, Shared};
 
 /// How many answered `roots/list` ids the proxy remembers for late cancellations.
 const ANSWERED_MEMORY: usize = 32;
 
+/// `roots/list` requests of one server line waiting for the daemon's first list: they are
+/// answered together, as a batch if they came in one.
+struct Waiting {
+    ids: Vec<Vec<u8>>,
+    batch: bool,
+    deadline: Instant,
+}
+
 /// The handshake era's state.
 #[derive(Default)]
 pub(super) struct Handshake {
-    /// The id of the host's `initialize`, until the server answers it.
-    initialize_id: Option<Value>,
-    /// Ids of the server's `roots/list` requests waiting for a first list from the daemon.
-    waiting: Vec<Value>,
-    /// Ids (as JSON text) of the last `roots/list` requests the proxy answered, so that a late
-    /// cancellation of one is dropped rather than shown to a host that never saw the request.
-    answered: VecDeque<String>,
+    /// The key of the id of the host's `initialize`, until the server answers it.
+    initialize_id: Option<Vec<u8>>,
+    /// The server accepted an `initialize`: the session's era is the handshake's, whatever
+    /// shape later requests have.
+    negotiated: bool,
+    waiting: Vec<Waiting>,
+    /// Keys of the last `roots/list` ids the proxy answered (with roots or an error), so that a
+    /// late cancellation of one is dropped rather than shown to a host that never saw it.
+    answered: VecDeque<Vec<u8>>,
+    /// Until when the server may fetch after the last `list_changed` and count as reacting to
+    /// notifications.
+    notify_deadline: Option<Instant>,
 }
 
 impl Handshake {
+    pub(super) fn negotiated(&self) -> bool {
+        self.negotiated
+    }
+
     /// The host's `initialize`: declare roots to the server, as the session was configured.
-    pub(super) fn initialize(
-        &mut self,
-        shared: &mut Shared,
-        message: &mut Value,
-        id: Value,
-    ) -> Fate {
+    pub(super) fn initialize(&mut self, shared: &mut Shared, msg: &Msg<'_>, id: &[u8]) -> Fate {
         shared.state.era = Era::Handshake;
-        shared.state.protocol_version = message
-            .pointer("/params/protocolVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        self.initialize_id = Some(id);
-        let roots = if shared.state.list_changed {
-            json!({"listChanged": true})
+        shared.state.list_changed = shared.config.list_changed;
+        if let Some(version) = msg.string_at(&["params", "protocolVersion"]) {
+            shared.state.protocol_version = Some(version);
+        }
+        self.initialize_id = Some(json::id_key(id));
+        let roots: &[u8] = if shared.config.list_changed {
+            br#"{"listChanged":true}"#
         } else {
-            json!({})
+            b"{}"
         };
-        if let Some(params) = object_at(message, "params")
-            && let Some(capabilities) = object_in(params, "capabilities")
-        {
-            capabilities.insert("roots".to_owned(), roots);
-        }
-        Fate::Rewritten
-    }
-
-    /// Side effects that must follow the forwarding of a host message: once the host's
-    /// `notifications/initialized` is on its way to the server, notifications may follow it.
-    pub(super) fn after_host_message(&mut self, shared: &mut Shared, message: &Value) {
-        if message.get("method").and_then(Value::as_str) == Some("notifications/initialized")
-            && message.get("id").is_none()
-        {
-            shared.state.initialized = true;
-            self.maybe_notify(shared);
+        let mut editor = Editor::new(msg.text);
+        match editor.ensure(
+            msg.span(),
+            &["params", "capabilities"],
+            "roots",
+            roots,
+            false,
+        ) {
+            Some(()) => Fate::Replace(editor.finish()),
+            // `params` or `capabilities` is not an object: the server will refuse the request
+            // itself, and it is not the proxy's to repair.
+            None => Fate::Keep,
         }
     }
 
-    /// Whether a response with `id` is the one to the host's `initialize`.
-    pub(super) fn awaits_response(&self, id: &Value) -> bool {
-        self.initialize_id.as_ref() == Some(id)
-    }
-
-    /// Learns the negotiated version and the server's identity from the `initialize` result.
-    /// Returns whether `message` was that result.
-    pub(super) fn learn_from_response(
+    /// The server's response to the host's `initialize`, if `msg` is it: learns the negotiated
+    /// version and the server's identity. Returns whether it was.
+    pub(super) fn initialize_response(
         &mut self,
         shared: &mut Shared,
-        id: &Value,
-        message: &Value,
+        msg: &Msg<'_>,
+        id: &[u8],
     ) -> bool {
-        if !self.awaits_response(id) {
+        if self.initialize_id.as_deref() != Some(&json::id_key(id)[..]) {
             return false;
         }
         self.initialize_id = None;
-        if let Some(version) = message
-            .pointer("/result/protocolVersion")
-            .and_then(Value::as_str)
-        {
-            shared.state.protocol_version = Some(version.to_owned());
+        if !msg.is_success() {
+            // The server refused: nothing was negotiated (a host may try again, or another era).
+            if !self.negotiated {
+                shared.state.era = Era::Unknown;
+                shared.state.list_changed = false;
+            }
+            return true;
         }
-        if let Some(info) = message.pointer("/result/serverInfo") {
-            shared.state.server = Some(server_info(info));
+        self.negotiated = true;
+        shared.state.era = Era::Handshake;
+        if let Some(version) = msg.string_at(&["result", "protocolVersion"]) {
+            shared.state.protocol_version = Some(version);
+        }
+        if let Some(info) = msg
+            .at(&["result", "serverInfo"])
+            .and_then(|span| message::server_info(msg.text, span))
+        {
+            shared.state.server = Some(info);
         }
         true
     }
 
-    /// The server's `roots/list`: answered now, after the daemon's first list, or with an error.
-    pub(super) fn roots_list(&mut self, shared: &mut Shared, id: Value) {
+    /// The host's `notifications/initialized` is on its way to the server: notifications may
+    /// follow it from now on.
+    pub(super) fn initialized(&mut self, shared: &mut Shared) {
+        shared.state.initialized = true;
+        self.maybe_notify(shared);
+    }
+
+    /// The server's `roots/list` requests of one line: answered now, after the daemon's first
+    /// list, or with an error. A batch gets its answers as a batch.
+    pub(super) fn roots_list(&mut self, shared: &mut Shared, ids: Vec<Vec<u8>>, batch: bool) {
         match shared.roots.availability() {
-            Availability::Ready => self.answer(shared, id),
-            Availability::Awaited => self.waiting.push(id),
-            Availability::Unavailable => answer_unavailable(shared, id),
+            Availability::Ready => self.answer(shared, &ids, batch),
+            Availability::Awaited => self.waiting.push(Waiting {
+                ids,
+                batch,
+                deadline: shared.now + shared.config.patience,
+            }),
+            Availability::Unavailable => self.refuse(shared, &ids, batch),
         }
     }
 
     /// The server cancels a request. A cancellation of the proxy's own `roots/list` is for the
     /// proxy alone: the host never saw that request.
-    pub(super) fn server_cancel(&mut self, message: &Value) -> Fate {
-        let cancelled = message.pointer("/params/requestId").cloned();
-        let before = self.waiting.len();
-        self.waiting.retain(|w| Some(w) != cancelled.as_ref());
-        let late = cancelled
-            .as_ref()
-            .is_some_and(|id| self.answered.contains(&id_key(id)));
-        if self.waiting.len() < before || late {
-            Fate::Dropped
+    pub(super) fn server_cancel(&mut self, msg: &Msg<'_>) -> Fate {
+        let Some(cancelled) = msg.at(&["params", "requestId"]) else {
+            return Fate::Keep;
+        };
+        let key = json::id_key(cancelled.of(msg.text));
+        let mut found = false;
+        for group in &mut self.waiting {
+            let before = group.ids.len();
+            group.ids.retain(|id| json::id_key(id) != key);
+            found |= group.ids.len() < before;
+        }
+        self.waiting.retain(|group| !group.ids.is_empty());
+        if found || self.answered.contains(&key) {
+            Fate::Drop
         } else {
-            Fate::Unchanged
+            Fate::Keep
         }
     }
 
     /// The daemon's first list arrived: answer the requests waiting for it.
     pub(super) fn answer_waiting(&mut self, shared: &mut Shared) {
-        for id in std::mem::take(&mut self.waiting) {
-            self.answer(shared, id);
+        for group in std::mem::take(&mut self.waiting) {
+            self.answer(shared, &group.ids, group.batch);
         }
     }
 
-    /// The proxy stopped waiting for the daemon: answer the waiting requests with an error.
-    pub(super) fn refuse_waiting(&mut self, shared: &mut Shared) {
-        for id in std::mem::take(&mut self.waiting) {
-            answer_unavailable(shared, id);
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.waiting
+            .iter()
+            .map(|w| w.deadline)
+            .chain(self.notify_deadline)
+            .min()
+    }
+
+    /// Refuses the requests that waited their whole patience, and concludes that a server that
+    /// let a notification go unanswered fetches on use.
+    pub(super) fn tick(&mut self, shared: &mut Shared) {
+        let now = shared.now;
+        let (expired, waiting): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| w.deadline <= now);
+        self.waiting = waiting;
+        if !expired.is_empty() && shared.roots.snapshot.is_none() {
+            shared.roots.given_up = true;
+        }
+        for group in expired {
+            self.refuse(shared, &group.ids, group.batch);
+        }
+        if self.notify_deadline.is_some_and(|d| d <= now) {
+            self.notify_deadline = None;
+            shared.state.fetch_behaviour = FetchBehaviour::OnUse;
         }
     }
 
@@ -145,34 +198,67 @@ impl Handshake {
         shared.state.notification_outstanding = true;
         shared.state.owes_notification = false;
         shared.state.notifications_sent += 1;
+        self.notify_deadline = Some(shared.now + shared.config.notify_window);
         shared.emit(Output::ToServer(
             br#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#.to_vec(),
         ));
     }
 
-    fn answer(&mut self, shared: &mut Shared, id: Value) {
-        let id = id_key(&id);
+    fn answer(&mut self, shared: &mut Shared, ids: &[Vec<u8>], batch: bool) {
+        let replies: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|id| {
+                self.remember(id);
+                message::success_response(id, &shared.roots.json)
+            })
+            .collect();
+        send(shared, replies, batch);
+        shared.note_fetch();
+        shared.state.notification_outstanding = false;
+        if self.notify_deadline.take().is_some() {
+            // A fetch within the window after a notification shows that the server keeps its
+            // list up to date by itself.
+            shared.state.fetch_behaviour = FetchBehaviour::AfterNotification;
+        }
+    }
+
+    /// Answers `roots/list` with an error while rootsd cannot be reached. With `listChanged`
+    /// declared, that promises a `list_changed` once it can.
+    fn refuse(&mut self, shared: &mut Shared, ids: &[Vec<u8>], batch: bool) {
+        let promise = shared.state.list_changed;
+        let text = if promise {
+            "rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is"
+        } else {
+            "rootsd is not reachable, so no roots are available yet; ask again later"
+        };
+        let replies = ids
+            .iter()
+            .map(|id| {
+                self.remember(id);
+                message::internal_error(id, text)
+            })
+            .collect();
+        send(shared, replies, batch);
+        if promise {
+            shared.state.owes_notification = true;
+        }
+    }
+
+    fn remember(&mut self, id: &[u8]) {
         if self.answered.len() == ANSWERED_MEMORY {
             self.answered.pop_front();
         }
-        self.answered.push_back(id.clone());
-        let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
-            shared.roots.json
-        );
-        shared.emit(Output::ToServer(line.into_bytes()));
-        shared.note_fetch();
-        shared.state.notification_outstanding = false;
+        self.answered.push_back(json::id_key(id));
     }
 }
 
-/// Answers a `roots/list` with an error while rootsd cannot be reached, promising a
-/// `list_changed` once it can.
-fn answer_unavailable(shared: &mut Shared, id: Value) {
-    shared.state.owes_notification = true;
-    let error = internal_error(
-        id,
-        "rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is",
-    );
-    shared.emit(Output::ToServer(to_line(&error)));
+/// Sends replies to the server: one line each, or one batch line if they answer a batch.
+fn send(shared: &mut Shared, replies: Vec<Vec<u8>>, batch: bool) {
+    if batch {
+        shared.emit(Output::ToServer(message::batch(&replies)));
+    } else {
+        for reply in replies {
+            shared.emit(Output::ToServer(reply));
+        }
+    }
 }

@@ -1,63 +1,154 @@
-//! Small helpers for reading and editing JSON-RPC messages as `serde_json::Value`s.
+//! One JSON-RPC message of a line, read through [`super::json`] without being rebuilt, and the
+//! few messages the proxy writes itself.
 
 use rootsd_proto::session::ServerInfo;
-use serde_json::{Map, Value};
+use serde::Deserialize;
 
-/// A message's `method` and `id`, either of which may be absent.
-pub(super) fn method_and_id(message: &Value) -> (Option<String>, Option<Value>) {
-    let method = message
-        .get("method")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    (method, message.get("id").cloned())
+use super::json::{self, Member, Span};
+
+/// A message: one JSON object, with its top-level members found.
+pub(super) struct Msg<'a> {
+    /// The message's own bytes (a whole line, or one element of a batch).
+    pub text: &'a [u8],
+    members: Vec<Member>,
 }
 
-/// The object at `message[key]`, if `message` is an object and that member is one.
-pub(super) fn object_at<'a>(
-    message: &'a mut Value,
-    key: &str,
-) -> Option<&'a mut Map<String, Value>> {
-    message.get_mut(key).and_then(Value::as_object_mut)
-}
+impl<'a> Msg<'a> {
+    /// Reads `text` as one JSON-RPC message; `None` unless it is a well-formed object.
+    pub fn read(text: &'a [u8]) -> Option<Self> {
+        let span = json::root(text)?;
+        let members = json::members(text, span)?;
+        Some(Self { text, members })
+    }
 
-/// The object member `key` of `map`, created empty if absent; `None` if it is not an object.
-pub(super) fn object_in<'a>(
-    map: &'a mut Map<String, Value>,
-    key: &str,
-) -> Option<&'a mut Map<String, Value>> {
-    map.entry(key.to_owned())
-        .or_insert_with(|| Value::Object(Map::new()))
-        .as_object_mut()
-}
+    /// The whole message, as an object span.
+    pub fn span(&self) -> Span {
+        json::root(self.text).expect("read checked it")
+    }
 
-/// A server's identity from an `Implementation` object; missing fields are empty.
-pub(super) fn server_info(info: &Value) -> ServerInfo {
-    let text = |key| {
-        info.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    ServerInfo {
-        name: text("name"),
-        version: text("version"),
+    pub fn get(&self, key: &str) -> Option<Span> {
+        self.members
+            .iter()
+            .rev()
+            .find(|m| m.key == key)
+            .map(|m| m.value)
+    }
+
+    /// The value at `path` below this message.
+    pub fn at(&self, path: &[&str]) -> Option<Span> {
+        let (first, rest) = path.split_first()?;
+        json::at(self.text, self.get(first)?, rest)
+    }
+
+    /// The string at `path`, if it is one.
+    pub fn string_at(&self, path: &[&str]) -> Option<String> {
+        json::string(self.text, self.at(path)?)
+    }
+
+    pub fn method(&self) -> Option<String> {
+        self.string_at(&["method"])
+    }
+
+    /// The raw bytes of `id`; absent for notifications. JSON `null` counts as absent: it is no
+    /// request's id.
+    pub fn id(&self) -> Option<&'a [u8]> {
+        self.get("id")
+            .map(|span| span.of(self.text))
+            .filter(|raw| *raw != b"null")
+    }
+
+    /// Whether this is a response that carries a result (not an error).
+    pub fn is_success(&self) -> bool {
+        self.get("result").is_some()
+    }
+
+    pub fn is_response(&self) -> bool {
+        self.method().is_none() && (self.get("result").is_some() || self.get("error").is_some())
     }
 }
 
-/// Ids compare by JSON text, so `1` and `"1"` stay different.
-pub(super) fn id_key(id: &Value) -> String {
-    serde_json::to_string(id).expect("ids always serialise")
-}
-
-pub(super) fn to_line(message: &Value) -> Vec<u8> {
-    serde_json::to_vec(message).expect("JSON values always serialise")
-}
-
-/// A JSON-RPC error response with code -32603 (internal error).
-pub(super) fn internal_error(id: Value, message: &str) -> Value {
-    serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": -32603, "message": message},
+/// A server's identity from an `Implementation` object; missing fields are empty.
+pub(super) fn server_info(text: &[u8], span: Span) -> Option<ServerInfo> {
+    #[derive(Deserialize)]
+    struct Implementation {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        version: String,
+    }
+    let found: Implementation = json::parse(text, span)?;
+    Some(ServerInfo {
+        name: found.name,
+        version: found.version,
     })
+}
+
+/// A JSON-RPC error response with code -32603 (internal error) to the request `id` (raw JSON).
+pub(super) fn internal_error(id: &[u8], message: &str) -> Vec<u8> {
+    error_response(id, -32603, message)
+}
+
+/// A JSON-RPC error response to the request `id` (raw JSON; `null` when it is not known).
+pub(super) fn error_response(id: &[u8], code: i64, message: &str) -> Vec<u8> {
+    let mut line = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    line.extend_from_slice(id);
+    line.extend_from_slice(format!(r#","error":{{"code":{code},"message":"#).as_bytes());
+    line.extend_from_slice(&serde_json::to_vec(message).expect("strings always serialise"));
+    line.extend_from_slice(b"}}");
+    line
+}
+
+/// A JSON-RPC success response to the request `id` with `result` (both raw JSON).
+pub(super) fn success_response(id: &[u8], result: &[u8]) -> Vec<u8> {
+    let mut line = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    line.extend_from_slice(id);
+    line.extend_from_slice(br#","result":"#);
+    line.extend_from_slice(result);
+    line.push(b'}');
+    line
+}
+
+/// Joins messages into one batch line.
+pub(super) fn batch(messages: &[Vec<u8>]) -> Vec<u8> {
+    let mut line = vec![b'['];
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(message);
+    }
+    line.push(b']');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn responses_the_proxy_writes_are_json_rpc() {
+        let error: serde_json::Value =
+            serde_json::from_slice(&internal_error(br#""x""#, "no \"roots\"")).unwrap();
+        assert_eq!(
+            error,
+            serde_json::json!({"jsonrpc":"2.0","id":"x","error":{"code":-32603,"message":"no \"roots\""}})
+        );
+        assert_eq!(
+            success_response(b"7", br#"{"roots":[]}"#),
+            br#"{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}"#
+        );
+        assert_eq!(batch(&[b"1".to_vec(), b"2".to_vec()]), b"[1,2]");
+    }
+
+    #[test]
+    fn a_message_knows_its_method_id_and_kind() {
+        let msg =
+            Msg::read(br#"{"jsonrpc":"2.0","id":12345678901234567890123,"result":{}}"#).unwrap();
+        assert_eq!(msg.id(), Some(&b"12345678901234567890123"[..]));
+        assert!(msg.is_response() && msg.is_success());
+        let note = Msg::read(br#"{"method":"notifications/initialized","id":null}"#).unwrap();
+        assert_eq!(note.method().as_deref(), Some("notifications/initialized"));
+        assert_eq!(note.id(), None);
+        assert!(Msg::read(b"[1]").is_none());
+    }
 }

@@ -1,20 +1,23 @@
-//! The MCP relay as a pure state machine: lines in from the host, the server and the daemon;
-//! lines and the session's state out. No I/O happens here, so every rule of the protocol can be
-//! tested with plain function calls.
+//! The MCP relay as a pure state machine: lines in from the host, the server and the daemon, and
+//! the clock; lines and the session's state out. No I/O happens here, and time is an input, so
+//! every rule of the protocol can be tested with plain function calls.
 //!
 //! This module handles what both protocol eras share: splitting a line into messages (a
-//! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, and
-//! the roots the daemon last sent. The rules of each era live beside it:
+//! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, the
+//! requests in flight, and the roots the daemon last sent. The rules of each era live beside it:
 //! - [`handshake`] (2024-11-05 … 2025-11-25): the host's `initialize` gains
 //!   `capabilities.roots`; the server's `roots/list` is answered here and never reaches the host;
 //!   the host's own `notifications/roots/list_changed` is dropped; `list_changed` goes to the
 //!   server when [`rootsd_proto::session::notice`] says it is due;
-//! - [`stateless`] (2026-07-28): requests gain `roots: {}` in their client capabilities, and
-//!   `roots/list` entries of `input_required` results are answered here, retrying with a new id.
+//! - [`stateless`] (2026-07-28): requests that may need roots gain `roots: {}` in their client
+//!   capabilities, and `roots/list` entries of `input_required` results are answered here,
+//!   retrying with a new id.
 //!
-//! Every other message is forwarded byte for byte.
+//! Every other message, and every part of a message the proxy does not change, is forwarded byte
+//! for byte: changes are spliced into the original line ([`json::Editor`]).
 
 mod handshake;
+mod json;
 mod message;
 mod stateless;
 #[cfg(test)]
@@ -22,16 +25,50 @@ mod tests;
 #[cfg(test)]
 mod transcript;
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::RootsSnapshot;
-use serde_json::Value;
 
 use handshake::Handshake;
-use message::{method_and_id, to_line};
+use message::Msg;
 use stateless::Stateless;
 
 pub use stateless::MAX_MRTR_ROUNDS;
+
+/// How long a request for roots may wait for the daemon's first list before it is answered with
+/// an error.
+pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How long a server has to fetch roots after `list_changed` before the proxy concludes that it
+/// does not react to notifications and fetches on use instead. The reference filesystem server
+/// reacts within milliseconds.
+pub const NOTIFY_WINDOW: Duration = Duration::from_secs(1);
+
+/// How many requests of the host the relay follows at once (for id uniqueness and the era);
+/// past that, new ones are forwarded without being followed.
+const MAX_IN_FLIGHT: usize = 65_536;
+
+/// How the relay behaves; fixed for the session.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Declare `roots.listChanged` to the server in `initialize`.
+    pub list_changed: bool,
+    pub patience: Duration,
+    pub notify_window: Duration,
+}
+
+impl Config {
+    pub fn new(list_changed: bool) -> Self {
+        Self {
+            list_changed,
+            patience: FIRST_LIST_PATIENCE,
+            notify_window: NOTIFY_WINDOW,
+        }
+    }
+}
 
 /// Something the relay wants done.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,21 +81,21 @@ pub enum Output {
     State(SessionState),
 }
 
-/// Which way a line travels through the relay.
+/// Which side a line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Direction {
-    ToServer,
-    ToHost,
+pub enum Side {
+    Host,
+    Server,
 }
 
-/// What the relay did with one message.
+/// What the relay does with one message.
 enum Fate {
     /// Forward it as it came.
-    Unchanged,
-    /// Forward the rewritten message.
-    Rewritten,
+    Keep,
+    /// Forward these bytes instead.
+    Replace(Vec<u8>),
     /// It was the proxy's alone; forward nothing.
-    Dropped,
+    Drop,
 }
 
 /// The daemon's newest list for this session's workspace, and whether it is worth waiting for.
@@ -67,9 +104,9 @@ struct Roots {
     snapshot: Option<RootsSnapshot>,
     /// `{"roots":[…]}` of the snapshot, serialised once per change: `roots/list` is on the hot
     /// path.
-    json: String,
-    /// Waiting for the daemon's first list has taken too long: requests for roots are answered
-    /// with an error at once until a list arrives.
+    json: Vec<u8>,
+    /// A request waited its whole patience for a first list in vain: until one arrives, requests
+    /// for roots are answered with an error at once.
     given_up: bool,
 }
 
@@ -79,7 +116,7 @@ enum Availability {
     Ready,
     /// No list yet; one is expected soon.
     Awaited,
-    /// No list, and the proxy stopped waiting for one.
+    /// No list, and a request already waited for one in vain.
     Unavailable,
 }
 
@@ -95,17 +132,23 @@ impl Roots {
     fn revision(&self) -> Option<u64> {
         self.snapshot.as_ref().map(|s| s.revision)
     }
-
-    /// The `ListRootsResult` as a value, for splicing into a 2026-07-28 retry.
-    fn value(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or_else(|_| serde_json::json!({"roots": []}))
-    }
 }
 
-/// What both eras read and write: the session's state, the roots, and the output queue.
+/// A host request on its way, by the key of its id.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    /// It carried 2026-07-28 `_meta` (and the handshake was not negotiated).
+    modern: bool,
+}
+
+/// What both eras read and write.
 struct Shared {
+    config: Config,
     state: SessionState,
     roots: Roots,
+    now: Instant,
+    /// Host requests whose responses have not passed yet.
+    in_flight: HashMap<Vec<u8>, InFlight>,
     out: Vec<Output>,
 }
 
@@ -132,17 +175,21 @@ pub struct Relay {
     reported: SessionState,
 }
 
+/// What to do after a host line was forwarded.
+enum After {
+    Initialized,
+}
+
 impl Relay {
-    /// A relay that declares `listChanged` to its server if `list_changed`.
-    pub fn new(list_changed: bool) -> Self {
-        let state = SessionState {
-            list_changed,
-            ..SessionState::default()
-        };
+    pub fn new(config: Config, now: Instant) -> Self {
+        let state = SessionState::default();
         Self {
             shared: Shared {
+                config,
                 state: state.clone(),
                 roots: Roots::default(),
+                now,
+                in_flight: HashMap::new(),
                 out: Vec::new(),
             },
             handshake: Handshake::default(),
@@ -166,159 +213,251 @@ impl Relay {
         &self.shared.state
     }
 
+    /// When [`Relay::tick`] must next be called, if anything is waiting on the clock.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.handshake.next_deadline(),
+            self.stateless.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The clock reached `now`: give up on what waited too long.
+    pub fn tick(&mut self, now: Instant) {
+        self.shared.now = now;
+        self.handshake.tick(&mut self.shared);
+        self.stateless.tick(&mut self.shared);
+    }
+
     /// A line from the host.
-    pub fn from_host(&mut self, line: &[u8]) {
-        self.relay(line, Direction::ToServer);
+    pub fn from_host(&mut self, line: &[u8], now: Instant) {
+        self.shared.now = now;
+        self.relay(line, Side::Host);
     }
 
     /// A line from the server.
-    pub fn from_server(&mut self, line: &[u8]) {
-        // Most server lines are results the proxy only passes on, some of them megabytes of file
-        // contents: a glance at `id` and `method` decides, without building the whole message.
-        if !self.concerns_proxy(line) {
-            return self.shared.emit(Output::ToHost(line.to_vec()));
-        }
-        self.relay(line, Direction::ToHost);
+    pub fn from_server(&mut self, line: &[u8], now: Instant) {
+        self.shared.now = now;
+        self.relay(line, Side::Server);
     }
 
     /// The daemon's newest list for this session's workspace.
-    pub fn roots_changed(&mut self, snapshot: RootsSnapshot) {
+    pub fn roots_changed(&mut self, snapshot: RootsSnapshot, now: Instant) {
+        self.shared.now = now;
         if self.shared.roots.snapshot.as_ref() == Some(&snapshot) {
             return;
         }
-        self.shared.roots.json = serde_json::to_string(&ListRootsResult {
+        self.shared.roots.json = serde_json::to_vec(&ListRootsResult {
             roots: snapshot.roots.clone(),
         })
         .expect("roots always serialise");
         self.shared.roots.snapshot = Some(snapshot);
+        self.shared.roots.given_up = false;
         self.handshake.answer_waiting(&mut self.shared);
         self.stateless.resume_parked(&mut self.shared);
         self.handshake.maybe_notify(&mut self.shared);
     }
 
-    /// The daemon could not be reached for long enough that waiting servers must be answered.
-    pub fn give_up_waiting(&mut self) {
-        self.shared.roots.given_up = self.shared.roots.snapshot.is_none();
-        self.handshake.refuse_waiting(&mut self.shared);
-        self.stateless.refuse_parked(&mut self.shared);
+    /// A line from `side` was longer than the proxy accepts and was discarded; `prefix` is its
+    /// beginning. If the prefix shows an id, the peer waiting on that message gets an error
+    /// response instead of silence: the sender of a request, or whoever asked for a response.
+    pub fn line_too_long(&mut self, side: Side, prefix: &[u8], limit: usize) {
+        let Some(leading) = leading_members(prefix) else {
+            return;
+        };
+        let Some(id) = leading.id else { return };
+        let what = if leading.request {
+            "request"
+        } else {
+            "response"
+        };
+        let message = format!(
+            "the {} {what} was longer than {limit} bytes, which rootsctl proxy does not relay",
+            match side {
+                Side::Host => "host's",
+                Side::Server => "server's",
+            }
+        );
+        let output = match (side, leading.request) {
+            (Side::Host, true) => Output::ToHost(message::internal_error(&id, &message)),
+            (Side::Server, true) => Output::ToServer(message::internal_error(&id, &message)),
+            (Side::Host, false) => Output::ToServer(message::internal_error(&id, &message)),
+            (Side::Server, false) => {
+                // The host knows the request by its own id, which a retry may have replaced.
+                let key = json::id_key(&id);
+                self.shared.in_flight.remove(&key);
+                let host_id = self.stateless.forget_exchange(&key).unwrap_or(id);
+                Output::ToHost(message::internal_error(&host_id, &message))
+            }
+        };
+        self.shared.emit(output);
     }
 
-    /// Handles one line (a message, or a batch as 2025-03-26 allowed) travelling `direction`,
-    /// and forwards what is left of it: the original bytes if nothing changed, a re-serialised
-    /// message if something did, nothing if everything was the proxy's own.
-    fn relay(&mut self, line: &[u8], direction: Direction) {
-        let wrap = match direction {
-            Direction::ToServer => Output::ToServer,
-            Direction::ToHost => Output::ToHost,
+    /// Handles one line (a message, or a batch as 2025-03-26 allowed) from `side`, and forwards
+    /// what is left of it: the original bytes if nothing changed, the edited message if
+    /// something did, nothing if everything was the proxy's own.
+    fn relay(&mut self, line: &[u8], side: Side) {
+        let wrap = match side {
+            Side::Host => Output::ToServer,
+            Side::Server => Output::ToHost,
         };
-        let Ok(message) = serde_json::from_slice::<Value>(line) else {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            // Not a message: nothing to forward, and a blank line is no error to answer.
+            return;
+        }
+        let Some(root) = json::root(line) else {
             // Not ours to judge: the receiver answers malformed input as it sees fit.
             return self.shared.emit(wrap(line.to_vec()));
         };
-        let is_batch = message.is_array();
-        let items = match message {
-            Value::Array(items) => items,
-            single => vec![single],
+        let (items, is_batch) = match json::elements(line, root) {
+            Some(items) if json::is_array(line, root) => (items, true),
+            _ => (vec![root], false),
         };
-        let mut kept = Vec::with_capacity(items.len());
+        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(items.len());
         let mut changed = false;
-        for mut item in items {
-            let fate = match direction {
-                Direction::ToServer => self.host_message(&mut item),
-                Direction::ToHost => self.server_message(&mut item),
+        let mut after = Vec::new();
+        let mut roots_requests = Vec::new();
+        for item in &items {
+            let text = item.of(line);
+            let fate = match (Msg::read(text), side) {
+                (None, _) => Fate::Keep,
+                (Some(msg), Side::Host) => self.host_message(&msg, &mut after),
+                (Some(msg), Side::Server) => self.server_message(&msg, &mut roots_requests),
             };
             match fate {
-                Fate::Unchanged => kept.push(item),
-                Fate::Rewritten => {
+                Fate::Keep => kept.push(text.to_vec()),
+                Fate::Replace(bytes) => {
                     changed = true;
-                    kept.push(item);
+                    kept.push(bytes);
                 }
-                Fate::Dropped => changed = true,
+                Fate::Drop => changed = true,
             }
         }
-        let out = match (changed, kept.as_slice()) {
-            (false, _) => line.to_vec(),
-            (true, []) => return,
-            (true, [single]) if !is_batch => to_line(single),
-            (true, _) => to_line(&Value::Array(kept.clone())),
-        };
-        self.shared.emit(wrap(out));
-        if direction == Direction::ToServer {
-            for message in &kept {
-                self.handshake.after_host_message(&mut self.shared, message);
+        if !roots_requests.is_empty() {
+            self.handshake
+                .roots_list(&mut self.shared, roots_requests, is_batch);
+        }
+        match (changed, kept.as_slice()) {
+            (false, _) => self.shared.emit(wrap(line.to_vec())),
+            (true, []) => {}
+            (true, [single]) if !is_batch => self.shared.emit(wrap(single.clone())),
+            (true, _) => self.shared.emit(wrap(message::batch(&kept))),
+        }
+        for effect in after {
+            match effect {
+                After::Initialized => self.handshake.initialized(&mut self.shared),
             }
         }
     }
 
-    /// Whether a server line may need more than forwarding. Errs on the side of yes: anything
-    /// that is not a plain JSON object is looked at in full.
-    fn concerns_proxy(&self, line: &[u8]) -> bool {
-        #[derive(serde::Deserialize)]
-        struct Glance {
-            #[serde(default)]
-            id: Option<Value>,
-            #[serde(default)]
-            method: Option<String>,
-        }
-        let starts_object = line
-            .iter()
-            .find(|b| !b.is_ascii_whitespace())
-            .is_some_and(|&b| b == b'{');
-        let Some(glance) = starts_object
-            .then(|| serde_json::from_slice::<Glance>(line).ok())
-            .flatten()
-        else {
-            return true;
-        };
-        match (glance.method.as_deref(), &glance.id) {
-            (Some("roots/list" | "notifications/cancelled"), _) => true,
-            (Some(_), _) => false,
-            (None, Some(id)) => {
-                self.handshake.awaits_response(id)
-                    || self.stateless.awaits_response(&self.shared.state, id)
-            }
-            (None, None) => false,
-        }
-    }
-
-    /// Rewrites, drops or keeps one message from the host.
-    fn host_message(&mut self, message: &mut Value) -> Fate {
-        let (method, id) = method_and_id(message);
-        match (method.as_deref(), id) {
+    /// Decides the fate of one message from the host.
+    fn host_message(&mut self, msg: &Msg<'_>, after: &mut Vec<After>) -> Fate {
+        let method = msg.method();
+        match (method.as_deref(), msg.id()) {
             (Some("initialize"), Some(id)) => {
-                self.handshake.initialize(&mut self.shared, message, id)
+                self.follow(id, false);
+                self.handshake.initialize(&mut self.shared, msg, id)
             }
-            (Some("notifications/roots/list_changed"), None) => Fate::Dropped,
-            (Some("notifications/cancelled"), None) => self.stateless.translate_cancel(message),
-            (Some(method), Some(id)) if stateless::is_modern(message) => {
-                let method = method.to_owned();
-                self.stateless
-                    .host_request(&mut self.shared, message, &method, id)
+            (Some("notifications/initialized"), None) => {
+                after.push(After::Initialized);
+                Fate::Keep
             }
-            _ => Fate::Unchanged,
+            (Some("notifications/roots/list_changed"), None) => Fate::Drop,
+            (Some("notifications/cancelled"), None) => {
+                self.stateless.host_cancel(&self.shared, msg)
+            }
+            (Some(method), Some(id)) => {
+                let modern = stateless::is_modern(msg) && !self.handshake.negotiated();
+                self.follow(id, modern);
+                if modern {
+                    let method = method.to_owned();
+                    self.stateless
+                        .host_request(&mut self.shared, msg, &method, id)
+                } else {
+                    self.stateless.avoid_collision(&mut self.shared, msg, id)
+                }
+            }
+            _ => Fate::Keep,
         }
     }
 
-    /// Handles one message from the server: dropped when it was for the proxy alone.
-    fn server_message(&mut self, message: &mut Value) -> Fate {
-        let (method, id) = method_and_id(message);
-        match (method.as_deref(), id) {
+    /// Decides the fate of one message from the server. `roots/list` requests are collected in
+    /// `roots_requests`, to be answered together once the line is read.
+    fn server_message(&mut self, msg: &Msg<'_>, roots_requests: &mut Vec<Vec<u8>>) -> Fate {
+        let method = msg.method();
+        match (method.as_deref(), msg.id()) {
             (Some("roots/list"), Some(id)) => {
-                self.handshake.roots_list(&mut self.shared, id);
-                Fate::Dropped
+                roots_requests.push(id.to_vec());
+                Fate::Drop
             }
-            (Some("notifications/cancelled"), None) => self.handshake.server_cancel(message),
-            (None, Some(id)) => {
-                if !self
+            (Some("notifications/cancelled"), None) => self.handshake.server_cancel(msg),
+            (None, Some(id)) if msg.is_response() => {
+                let followed = self.shared.in_flight.remove(&json::id_key(id));
+                if self
                     .handshake
-                    .learn_from_response(&mut self.shared, &id, message)
+                    .initialize_response(&mut self.shared, msg, id)
                 {
-                    self.stateless.learn_server_info(&mut self.shared, message);
+                    return Fate::Keep;
                 }
-                self.stateless
-                    .server_response(&mut self.shared, &id, message)
+                let modern = followed.is_some_and(|f| f.modern);
+                self.stateless.response(
+                    &mut self.shared,
+                    msg,
+                    id,
+                    modern,
+                    self.handshake.negotiated(),
+                )
             }
-            _ => Fate::Unchanged,
+            _ => Fate::Keep,
         }
+    }
+
+    /// Remembers a host request until its response passes.
+    fn follow(&mut self, id: &[u8], modern: bool) {
+        if self.shared.in_flight.len() < MAX_IN_FLIGHT {
+            self.shared
+                .in_flight
+                .insert(json::id_key(id), InFlight { modern });
+        }
+    }
+}
+
+/// What the first bytes of an over-long line show: its id, and whether it is a request.
+struct Leading {
+    id: Option<Vec<u8>>,
+    request: bool,
+}
+
+/// Reads the complete top-level members at the start of `prefix`: peers put `id`, `method` and
+/// `jsonrpc` before the `params` or `result` that make a line long. `None` unless the prefix
+/// starts an object.
+fn leading_members(prefix: &[u8]) -> Option<Leading> {
+    let start = prefix.iter().position(|b| !b.is_ascii_whitespace())?;
+    if prefix[start] != b'{' {
+        return None;
+    }
+    let mut leading = Leading {
+        id: None,
+        request: false,
+    };
+    let mut pos = start + 1;
+    loop {
+        while pos < prefix.len() && (prefix[pos].is_ascii_whitespace() || prefix[pos] == b',') {
+            pos += 1;
+        }
+        let Some(member) = json::member_at(prefix, pos) else {
+            return Some(leading);
+        };
+        match member.key.as_str() {
+            "id" => {
+                let raw = member.value.of(prefix);
+                leading.id = (raw != b"null").then(|| raw.to_vec());
+            }
+            "method" => leading.request = true,
+            _ => {}
+        }
+        pos = member.whole.end;
     }
 }

@@ -5,42 +5,57 @@
 //!
 //! ```text
 //! from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}
-//!   to server: {"id":0,"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
+//!   to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
 //!   state: list_changed era=handshake
 //! from daemon: revision 2: a b
-//! from daemon: gone
+//! after 5s
 //! ```
 //!
 //! `from daemon: revision N: a b` hands the relay revision N with roots `file:///a` (named `a`)
-//! and `file:///b`; `from daemon: gone` is the first-list patience running out. `check` replays the
-//! events, renders what happened in the same form, and compares the whole text, so a failure
+//! and `file:///b`; `after 5s` moves the clock on (by seconds or `ms`) and lets the relay act on
+//! what expired; `too long from host: PREFIX` reports a discarded over-long line. `check` replays
+//! the events, renders what happened in the same form, and compares the whole text, so a failure
 //! shows the transcript the relay actually produced.
 
-use rootsd_proto::session::{Era, SessionState};
+use std::time::{Duration, Instant};
+
+use rootsd_proto::session::{Era, FetchBehaviour, SessionState};
 use rootsd_proto::wire::RootsSnapshot;
 use rootsd_proto::{Root, WorkspaceName};
 
-use super::{Output, Relay};
+use super::{Config, Output, Relay, Side};
 
 const FROM_HOST: &str = "from host: ";
 const FROM_SERVER: &str = "from server: ";
 const FROM_DAEMON: &str = "from daemon: ";
+const AFTER: &str = "after ";
+const TOO_LONG_FROM_HOST: &str = "too long from host: ";
+const TOO_LONG_FROM_SERVER: &str = "too long from server: ";
 
-/// Replays the events in `transcript` against `relay` and asserts that the relay's output
-/// matches the indented lines of `transcript` exactly.
+/// Replays the events in `transcript` against a relay configured with `config` and asserts that
+/// the relay's output matches the indented lines of `transcript` exactly.
 #[track_caller]
-fn check(mut relay: Relay, transcript: &str) {
+fn check(config: Config, transcript: &str) {
+    let mut now = Instant::now();
+    let mut relay = Relay::new(config, now);
     let expected = normalise(transcript);
     let mut actual = String::new();
     for line in expected.lines().filter(|l| !l.starts_with(' ')) {
         actual.push_str(line);
         actual.push('\n');
         if let Some(text) = line.strip_prefix(FROM_HOST) {
-            relay.from_host(text.as_bytes());
+            relay.from_host(text.as_bytes(), now);
         } else if let Some(text) = line.strip_prefix(FROM_SERVER) {
-            relay.from_server(text.as_bytes());
+            relay.from_server(text.as_bytes(), now);
         } else if let Some(event) = line.strip_prefix(FROM_DAEMON) {
-            daemon_event(&mut relay, event);
+            relay.roots_changed(snapshot(event), now);
+        } else if let Some(span) = line.strip_prefix(AFTER) {
+            now += duration(span);
+            relay.tick(now);
+        } else if let Some(prefix) = line.strip_prefix(TOO_LONG_FROM_HOST) {
+            relay.line_too_long(Side::Host, prefix.as_bytes(), 16);
+        } else if let Some(prefix) = line.strip_prefix(TOO_LONG_FROM_SERVER) {
+            relay.line_too_long(Side::Server, prefix.as_bytes(), 16);
         } else {
             panic!("not an event: {line:?}");
         }
@@ -55,15 +70,16 @@ fn check(mut relay: Relay, transcript: &str) {
     );
 }
 
-fn daemon_event(relay: &mut Relay, event: &str) {
-    if event == "gone" {
-        return relay.give_up_waiting();
-    }
+fn handshake() -> Config {
+    Config::new(true)
+}
+
+fn snapshot(event: &str) -> RootsSnapshot {
     let (revision, dirs) = event
         .strip_prefix("revision ")
         .and_then(|rest| rest.split_once(':'))
         .unwrap_or_else(|| panic!("not a daemon event: {event:?}"));
-    relay.roots_changed(RootsSnapshot {
+    RootsSnapshot {
         workspace: WorkspaceName::default(),
         revision: revision.parse().expect("a revision number"),
         roots: dirs
@@ -73,7 +89,16 @@ fn daemon_event(relay: &mut Relay, event: &str) {
                 name: Some(d.to_owned()),
             })
             .collect(),
-    });
+    }
+}
+
+fn duration(text: &str) -> Duration {
+    if let Some(ms) = text.strip_suffix("ms") {
+        Duration::from_millis(ms.parse().expect("milliseconds"))
+    } else {
+        let secs = text.strip_suffix('s').expect("a duration in s or ms");
+        Duration::from_secs(secs.parse().expect("seconds"))
+    }
 }
 
 fn render(output: &Output) -> String {
@@ -119,6 +144,11 @@ fn summary(state: &SessionState) -> String {
     if state.notifications_sent > 0 {
         parts.push(format!("sent={}", state.notifications_sent));
     }
+    match state.fetch_behaviour {
+        FetchBehaviour::Unknown => {}
+        FetchBehaviour::AfterNotification => parts.push("fetches-after-notification".to_owned()),
+        FetchBehaviour::OnUse => parts.push("fetches-on-use".to_owned()),
+    }
     parts.join(" ")
 }
 
@@ -142,11 +172,11 @@ fn normalise(transcript: &str) -> String {
 #[test]
 fn a_handshake_session_from_initialize_to_the_first_notification() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from daemon: revision 1: a
         from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}}}}
-          to server: {"id":0,"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"roots":{"listChanged":true},"sampling":{}},"protocolVersion":"2025-11-25"}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{},"roots":{"listChanged":true}}}}
           state: list_changed era=handshake version=2025-11-25
         from server: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","serverInfo":{"name":"fs","version":"0.2"}}}
           to host: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","serverInfo":{"name":"fs","version":"0.2"}}}
@@ -161,9 +191,25 @@ fn a_handshake_session_from_initialize_to_the_first_notification() {
           to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
           state: list_changed era=handshake version=2025-06-18 server=fs/0.2 initialized fetched=1 fetches=1 outstanding sent=1
         from daemon: revision 3: b
+        after 2ms
         from server: {"jsonrpc":"2.0","id":1,"method":"roots/list"}
           to server: {"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///b","name":"b"}]}}
-          state: list_changed era=handshake version=2025-06-18 server=fs/0.2 initialized fetched=3 fetches=2 sent=1
+          state: list_changed era=handshake version=2025-06-18 server=fs/0.2 initialized fetched=3 fetches=2 sent=1 fetches-after-notification
+        "#,
+    );
+}
+
+#[test]
+fn the_initialize_rewrite_keeps_every_byte_it_does_not_own() {
+    check(
+        handshake(),
+        r#"
+        from host: {"method":"initialize", "id":"a\u0062", "params":{"n":1.50,"big":123456789012345678901234567890,"capabilities":{"roots":{"listChanged":false},"x":{}}}}
+          to server: {"method":"initialize", "id":"a\u0062", "params":{"n":1.50,"big":123456789012345678901234567890,"capabilities":{"roots":{"listChanged":true},"x":{}}}}
+          state: list_changed era=handshake
+        from server: {"jsonrpc":"2.0","id":"ab","result":{"protocolVersion":"2025-03-26","serverInfo":{"name":"s","version":"1"}}}
+          to host: {"jsonrpc":"2.0","id":"ab","result":{"protocolVersion":"2025-03-26","serverInfo":{"name":"s","version":"1"}}}
+          state: list_changed era=handshake version=2025-03-26 server=s/1
         "#,
     );
 }
@@ -171,11 +217,11 @@ fn a_handshake_session_from_initialize_to_the_first_notification() {
 #[test]
 fn without_list_changed_the_server_is_declared_roots_but_never_notified() {
     check(
-        Relay::new(false),
+        Config::new(false),
         r#"
         from daemon: revision 1: a
         from host: {"jsonrpc":"2.0","id":"i","method":"initialize","params":{"capabilities":{}}}
-          to server: {"id":"i","jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"roots":{}}}}
+          to server: {"jsonrpc":"2.0","id":"i","method":"initialize","params":{"capabilities":{"roots":{}}}}
           state: era=handshake
         from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
           to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
@@ -190,26 +236,76 @@ fn without_list_changed_the_server_is_declared_roots_but_never_notified() {
 }
 
 #[test]
-fn a_roots_list_before_the_first_list_waits_then_is_refused_and_owed_a_notification() {
+fn without_list_changed_a_refusal_promises_nothing() {
     check(
-        Relay::new(true),
+        Config::new(false),
         r#"
         from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}
-          to server: {"id":0,"jsonrpc":"2.0","method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{}}}}
+          state: era=handshake
+        from server: {"jsonrpc":"2.0","id":1,"method":"roots/list"}
+        after 5s
+          to server: {"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"rootsd is not reachable, so no roots are available yet; ask again later"}}
+        from daemon: revision 4: a
+        "#,
+    );
+}
+
+#[test]
+fn a_roots_list_waits_its_own_patience_then_later_ones_are_refused_at_once() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
           state: list_changed era=handshake
         from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
           to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
           state: list_changed era=handshake initialized
+        after 4s
         from server: {"jsonrpc":"2.0","id":1,"method":"roots/list"}
-        from daemon: gone
-          to server: {"error":{"code":-32603,"message":"rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is"},"id":1,"jsonrpc":"2.0"}
+        after 4s
+        after 1s
+          to server: {"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is"}}
           state: list_changed era=handshake initialized owes
+        from server: {"jsonrpc":"2.0","id":2,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"rootsd is not reachable, so no roots are available yet; a list_changed notification follows when it is"}}
+        from server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}
         from daemon: revision 4: a
           to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
           state: list_changed era=handshake initialized outstanding sent=1
-        from server: {"jsonrpc":"2.0","id":2,"method":"roots/list"}
-          to server: {"jsonrpc":"2.0","id":2,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
-          state: list_changed era=handshake initialized fetched=4 fetches=1 sent=1
+        from server: {"jsonrpc":"2.0","id":3,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":3,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+          state: list_changed era=handshake initialized fetched=4 fetches=1 sent=1 fetches-after-notification
+        "#,
+    );
+}
+
+#[test]
+fn a_server_that_lets_a_notification_go_unanswered_fetches_on_use() {
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 1: a
+        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
+          state: list_changed era=handshake
+        from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          state: list_changed era=handshake initialized
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}
+        from server: {"jsonrpc":"2.0","id":0,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":0,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+          state: list_changed era=handshake initialized fetched=1 fetches=1
+        from daemon: revision 2: b
+          to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
+          state: list_changed era=handshake initialized fetched=1 fetches=1 outstanding sent=1
+        after 1s
+          state: list_changed era=handshake initialized fetched=1 fetches=1 outstanding sent=1 fetches-on-use
+        from server: {"jsonrpc":"2.0","id":1,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///b","name":"b"}]}}
+          state: list_changed era=handshake initialized fetched=2 fetches=2 sent=1 fetches-on-use
         "#,
     );
 }
@@ -217,14 +313,14 @@ fn a_roots_list_before_the_first_list_waits_then_is_refused_and_owed_a_notificat
 #[test]
 fn cancellations_of_the_proxys_own_requests_stay_with_the_proxy() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from server: {"jsonrpc":"2.0","id":7,"method":"roots/list"}
         from server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}
         from daemon: revision 1: a
         from server: {"jsonrpc":"2.0","id":8,"method":"roots/list"}
           to server: {"jsonrpc":"2.0","id":8,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
-          state: list_changed fetched=1 fetches=1
+          state: fetched=1 fetches=1
         from server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8}}
         from server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s9"}}
           to host: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s9"}}
@@ -235,7 +331,7 @@ fn cancellations_of_the_proxys_own_requests_stay_with_the_proxy() {
 #[test]
 fn everything_else_passes_byte_for_byte_in_both_directions() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from host: {"id":5,  "jsonrpc":"2.0","method":"tools/list"}
           to server: {"id":5,  "jsonrpc":"2.0","method":"tools/list"}
@@ -247,20 +343,90 @@ fn everything_else_passes_byte_for_byte_in_both_directions() {
           to server: {"jsonrpc":"2.0","id":6,"method":"ping"}
         from server: {"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}
           to host: {"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}
+        from host: {"jsonrpc":"2.0","id":"s1","result":{"role":"assistant"}}
+          to server: {"jsonrpc":"2.0","id":"s1","result":{"role":"assistant"}}
+        from server: {"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"message":"ok?"}}
+          to host: {"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"message":"ok?"}}
+        from host: {"jsonrpc":"2.0","id":"e1","result":{"action":"accept"}}
+          to server: {"jsonrpc":"2.0","id":"e1","result":{"action":"accept"}}
+        from server: {"jsonrpc":"2.0","id":9,"method":"ping"}
+          to host: {"jsonrpc":"2.0","id":9,"method":"ping"}
+        from host: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}
+          to server: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":3}}}
+        from server: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}
+          to host: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}
         "#,
     );
 }
 
 #[test]
-fn a_server_batch_is_split_between_the_proxy_and_the_host() {
+fn a_server_batch_is_split_and_its_roots_requests_are_answered_as_a_batch() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from daemon: revision 1: a
-        from server: [{"jsonrpc":"2.0","id":1,"method":"roots/list"},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]
-          to server: {"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+        from server: [{"jsonrpc":"2.0","id":1,"method":"roots/list"},{"jsonrpc":"2.0","method":"notifications/message","params":{}},{"jsonrpc":"2.0","id":2,"method":"roots/list"}]
+          to server: [{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///a","name":"a"}]}},{"jsonrpc":"2.0","id":2,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}]
           to host: [{"jsonrpc":"2.0","method":"notifications/message","params":{}}]
-          state: list_changed fetched=1 fetches=1
+          state: fetched=1 fetches=1
+        from server: [{"jsonrpc":"2.0","id":3,"method":"roots/list"}]
+          to server: [{"jsonrpc":"2.0","id":3,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}]
+          state: fetched=1 fetches=2
+        "#,
+    );
+}
+
+#[test]
+fn a_waiting_server_batch_is_answered_as_a_batch_when_the_list_comes() {
+    check(
+        handshake(),
+        r#"
+        from server: [{"jsonrpc":"2.0","id":1,"method":"roots/list"},{"jsonrpc":"2.0","id":2,"method":"roots/list"}]
+        from server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}
+        from daemon: revision 1: a
+          to server: [{"jsonrpc":"2.0","id":2,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}]
+          state: fetched=1 fetches=1
+        "#,
+    );
+}
+
+#[test]
+fn host_batches_keep_initialize_and_initialized_in_order_and_drop_the_hosts_list_changed() {
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 1: a
+        from host: [{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]
+          to server: [{"jsonrpc":"2.0","id":1,"method":"tools/list"}]
+        from host: [{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]
+        from host: []
+          to server: []
+        from host: [{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}]
+          to server: [{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}]
+          state: list_changed era=handshake
+        from server: {"jsonrpc":"2.0","id":0,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":0,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+          state: list_changed era=handshake fetched=1 fetches=1
+        from daemon: revision 2: b
+        from host: [{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]
+          to server: [{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]
+          to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
+          state: list_changed era=handshake initialized fetched=1 fetches=1 outstanding sent=1
+        "#,
+    );
+}
+
+#[test]
+fn a_failed_initialize_negotiates_nothing() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"1999-01-01","capabilities":{"roots":{"listChanged":true}}}}
+          state: list_changed era=handshake version=1999-01-01
+        from server: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
+          to host: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
+          state: version=1999-01-01
         "#,
     );
 }
@@ -268,18 +434,88 @@ fn a_server_batch_is_split_between_the_proxy_and_the_host() {
 #[test]
 fn a_2026_request_for_roots_only_is_answered_and_retried_by_the_proxy() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from daemon: revision 3: a
-        from host: {"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scan","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"id":41,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"scan"}}
-          state: list_changed era=stateless version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":41,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"requestState":"s1"}}
-          to server: {"id":"rootsd-retry-1","jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"inputResponses":{"ws":{"roots":[{"name":"a","uri":"file:///a"}]}},"name":"scan","requestState":"s1"}}
-          state: list_changed era=stateless version=2026-07-28 fetched=3 fetches=1
+        from host: {"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":41,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"requestState":"s\"1","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"requestState":"s\"1"}}
+          state: era=stateless version=2026-07-28 server=m/4 fetched=3 fetches=1
         from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"resultType":"complete","content":[]}}
-          to host: {"id":41,"jsonrpc":"2.0","result":{"content":[],"resultType":"complete"}}
+          to host: {"jsonrpc":"2.0","id":41,"result":{"resultType":"complete","content":[]}}
         from daemon: revision 4: b
+        "#,
+    );
+}
+
+#[test]
+fn roots_are_declared_only_on_requests_the_proxy_answers_them_for() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          state: version=2026-07-28
+        from host: {"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"x":1}}}}}
+          to server: {"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"x":1}}}}}
+        from host: {"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+          to server: {"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+        "#,
+    );
+}
+
+#[test]
+fn a_2026_session_without_a_name_is_asked_for_one_by_the_proxy() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[]}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-discover-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[]}}
+          state: era=stateless version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":"rootsd-discover-1","result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"pinned","version":"9"}}}}
+          state: era=stateless version=2026-07-28 server=pinned/9
+        from server: {"jsonrpc":"2.0","id":2,"result":{}}
+          to host: {"jsonrpc":"2.0","id":2,"result":{}}
+        "#,
+    );
+}
+
+#[test]
+fn the_era_is_what_was_negotiated_not_the_shape_of_a_request() {
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 1: a
+        from host: {"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":"d","error":{"code":-32601,"message":"Method not found"}}
+          to host: {"jsonrpc":"2.0","id":"d","error":{"code":-32601,"message":"Method not found"}}
+        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}}}}
+          state: list_changed era=handshake version=2025-11-25
+        from server: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"s","version":"1"}}}
+          to host: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"s","version":"1"}}}
+          state: list_changed era=handshake version=2025-11-25 server=s/1
+        from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized
+        from server: {"jsonrpc":"2.0","id":0,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":0,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized fetched=1 fetches=1
+        from host: {"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+          to server: {"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+        from server: {"jsonrpc":"2.0","id":5,"result":{"content":[]}}
+          to host: {"jsonrpc":"2.0","id":5,"result":{"content":[]}}
+        from daemon: revision 2: b
+          to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
+          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized fetched=1 fetches=1 outstanding sent=1
         "#,
     );
 }
@@ -287,17 +523,124 @@ fn a_2026_request_for_roots_only_is_answered_and_retried_by_the_proxy() {
 #[test]
 fn a_2026_request_mixing_roots_and_elicitation_goes_to_the_host_and_roots_join_its_retry() {
     check(
-        Relay::new(true),
+        handshake(),
         r#"
         from daemon: revision 3: a
         from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-          to server: {"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"}}
-          state: list_changed era=stateless version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"},"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2"}}
-          to host: {"id":1,"jsonrpc":"2.0","result":{"inputRequests":{"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2","resultType":"input_required"}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"},"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          state: era=stateless version=2026-07-28 server=m/4
         from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"ask":{"action":"accept"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-          to server: {"id":2,"jsonrpc":"2.0","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"inputResponses":{"ask":{"action":"accept"},"ws":{"roots":[{"name":"a","uri":"file:///a"}]}},"name":"x","requestState":"s2"}}
-          state: list_changed era=stateless version=2026-07-28 fetched=3 fetches=1
+          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"ask":{"action":"accept"},"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
+          state: era=stateless version=2026-07-28 server=m/4 fetched=3 fetches=1
+        "#,
+    );
+}
+
+#[test]
+fn without_a_list_a_2026_request_for_roots_waits_then_fails_and_never_gets_an_empty_list() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          state: era=stateless version=2026-07-28 server=m/4
+        after 5s
+          to host: {"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"the server asked for roots, but rootsd is not reachable and rootsctl proxy has no list to give; retry once rootsd is back"}}
+        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+        from server: {"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
+          to host: {"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"the server asked for roots, but rootsd is not reachable and rootsctl proxy has no list to give; retry once rootsd is back"}}
+        "#,
+    );
+}
+
+#[test]
+fn a_mixed_retry_without_a_list_waits_for_one() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"},"ask":{"method":"elicitation/create"}},"requestState":"m","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"}},"requestState":"m","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          state: era=stateless version=2026-07-28 server=m/4
+        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"m","inputResponses":{"ask":{"action":"accept"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
+        from daemon: revision 2: a
+          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"m","inputResponses":{"ask":{"action":"accept"},"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
+          state: era=stateless version=2026-07-28 server=m/4 fetched=2 fetches=1
+        "#,
+    );
+}
+
+#[test]
+fn a_host_cancel_stops_a_request_that_waits_for_the_list_or_crosses_a_round() {
+    check(
+        handshake(),
+        r#"
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          state: era=stateless version=2026-07-28 server=m/4
+        from host: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}
+        from daemon: revision 1: a
+        after 5s
+        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+        from server: {"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
+          state: era=stateless version=2026-07-28 server=m/4 fetched=1 fetches=1
+        from host: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}
+          to server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"rootsd-retry-1","reason":"user"}}
+        from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
+        "#,
+    );
+}
+
+#[test]
+fn a_host_id_equal_to_a_proxy_retry_id_is_relayed_under_another() {
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 1: a
+        from host: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/list","params":{}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/list","params":{}}
+        from host: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-retry-2","method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
+          state: era=stateless version=2026-07-28 server=m/4 fetched=1 fetches=1
+        from host: {"jsonrpc":"2.0","id":"rootsd-retry-2","method":"tools/list","params":{}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-relay-3","method":"tools/list","params":{}}
+        from server: {"jsonrpc":"2.0","id":"rootsd-relay-3","result":{"tools":[]}}
+          to host: {"jsonrpc":"2.0","id":"rootsd-retry-2","result":{"tools":[]}}
+        from server: {"jsonrpc":"2.0","id":"rootsd-retry-2","result":{"resultType":"complete","content":[]}}
+          to host: {"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}
+        from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"tools":[]}}
+          to host: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"tools":[]}}
+        "#,
+    );
+}
+
+#[test]
+fn an_over_long_line_gets_its_sender_an_error_when_its_id_can_be_read() {
+    check(
+        handshake(),
+        r#"
+        too long from host: {"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"arguments":{"x":"xxxxx
+          to host: {"jsonrpc":"2.0","id":12,"error":{"code":-32603,"message":"the host's request was longer than 16 bytes, which rootsctl proxy does not relay"}}
+        too long from server: {"jsonrpc":"2.0","id":"r1","result":{"content":[{"text":"xxxx
+          to host: {"jsonrpc":"2.0","id":"r1","error":{"code":-32603,"message":"the server's response was longer than 16 bytes, which rootsctl proxy does not relay"}}
+        too long from server: {"jsonrpc":"2.0","method":"roots/list","id":3,"params":{"x":"xxxx
+          to server: {"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"the server's request was longer than 16 bytes, which rootsctl proxy does not relay"}}
+        too long from host: [{"jsonrpc":"2.0"
         "#,
     );
 }

@@ -1,0 +1,435 @@
+//! The proxy's byte streams: reading lines with a length limit, and writing lines through a
+//! queue whose size the relay loop watches, so that a peer that stops reading stops the proxy
+//! from reading the other side instead of growing it.
+//!
+//! The proxy's own stdin and stdout are used as non-blocking sockets or pipes when they are
+//! those (as every host makes them), so reads and writes go straight through the runtime's
+//! reactor; a terminal or a file falls back to tokio's blocking-thread stdio.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::FutureExt as _;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+
+/// The longest line the proxy relays, in bytes. The TypeScript SDK refuses messages over 10 MiB,
+/// so nothing a real peer accepts is lost; a longer line is discarded and its sender told.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// How many bytes of a discarded line are kept to find out whom to tell.
+const PREFIX_KEPT: usize = 64 << 10;
+
+/// Past this many bytes queued toward one side, the proxy stops reading the side that feeds it.
+pub const QUEUE_HIGH_WATER: usize = 4 << 20;
+
+/// A read buffer that grew for a large line shrinks back to this once it is empty.
+const BUFFER_KEPT: usize = 64 << 10;
+
+/// One read from a [`LineReader`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A whole line, without its newline.
+    Complete(Vec<u8>),
+    /// A line longer than [`MAX_LINE_BYTES`], discarded; its first bytes.
+    TooLong(Vec<u8>),
+}
+
+/// Splits a byte stream into lines of at most [`MAX_LINE_BYTES`].
+pub struct LineReader<R> {
+    stream: R,
+    buffer: Vec<u8>,
+    /// Bytes of `buffer` already searched for a newline.
+    searched: usize,
+    /// The prefix of a line being discarded, while its end has not come yet.
+    discarding: Option<Vec<u8>>,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub fn new(stream: R) -> Self {
+        Self {
+            stream,
+            buffer: Vec::new(),
+            searched: 0,
+            discarding: None,
+            eof: false,
+        }
+    }
+
+    /// The next line; `None` at the end of the stream. A last line without a newline counts.
+    pub async fn next_line(&mut self) -> io::Result<Option<Line>> {
+        loop {
+            if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
+                let end = self.searched + at;
+                let rest = self.buffer.split_off(end + 1);
+                let mut line = std::mem::replace(&mut self.buffer, rest);
+                line.truncate(end);
+                self.searched = 0;
+                self.shrink();
+                return Ok(Some(match self.discarding.take() {
+                    Some(prefix) => Line::TooLong(prefix),
+                    None if line.len() > MAX_LINE_BYTES => {
+                        line.truncate(PREFIX_KEPT);
+                        Line::TooLong(line)
+                    }
+                    None => Line::Complete(line),
+                }));
+            }
+            if self.discarding.is_none() && self.buffer.len() > MAX_LINE_BYTES {
+                let keep = self.buffer.len().min(PREFIX_KEPT);
+                self.discarding = Some(self.buffer[..keep].to_vec());
+            }
+            if self.discarding.is_some() {
+                // Only the prefix of an over-long line is kept; the rest is dropped as it comes.
+                self.buffer.clear();
+                self.shrink();
+            }
+            self.searched = self.buffer.len();
+            if self.eof {
+                if let Some(prefix) = self.discarding.take() {
+                    return Ok(Some(Line::TooLong(prefix)));
+                }
+                if self.buffer.is_empty() {
+                    return Ok(None);
+                }
+                self.searched = 0;
+                return Ok(Some(Line::Complete(std::mem::take(&mut self.buffer))));
+            }
+            if self.buffer.capacity() - self.buffer.len() < 8192 {
+                self.buffer.reserve(64 << 10);
+            }
+            let read = self.stream.read_buf(&mut self.buffer).await?;
+            if read == 0 {
+                self.eof = true;
+            }
+        }
+    }
+
+    fn shrink(&mut self) {
+        if self.buffer.capacity() > BUFFER_KEPT && self.buffer.len() < BUFFER_KEPT / 2 {
+            self.buffer.shrink_to(BUFFER_KEPT);
+        }
+    }
+}
+
+/// Lines waiting to be written to one side, written as the side takes them.
+///
+/// [`Outbound::push`] never blocks and never fails: the relay loop keeps the queue bounded by
+/// not reading the side that feeds it while [`Outbound::is_full`].
+pub struct Outbound<W> {
+    stream: Option<W>,
+    lines: VecDeque<Vec<u8>>,
+    /// Bytes of the front line already written.
+    written: usize,
+    queued: usize,
+    /// Close the stream once the queue is empty.
+    closing: bool,
+    /// The side stopped taking bytes (a broken pipe); later lines are dropped.
+    broken: bool,
+}
+
+impl<W: AsyncWrite + Unpin> Outbound<W> {
+    pub fn new(stream: W) -> Self {
+        Self {
+            stream: Some(stream),
+            lines: VecDeque::new(),
+            written: 0,
+            queued: 0,
+            closing: false,
+            broken: false,
+        }
+    }
+
+    /// Queues `line` and a newline, and writes as much as the side takes at once.
+    pub fn push(&mut self, mut line: Vec<u8>) {
+        if self.broken || self.stream.is_none() || self.closing {
+            return;
+        }
+        line.push(b'\n');
+        self.queued += line.len();
+        self.lines.push_back(line);
+        self.write_ready();
+    }
+
+    /// Whether the side is not keeping up: stop feeding it until it drains.
+    pub fn is_full(&self) -> bool {
+        self.queued >= QUEUE_HIGH_WATER
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.queued
+    }
+
+    /// Closes the stream after everything queued is written.
+    pub fn close(&mut self) {
+        self.closing = true;
+        if self.lines.is_empty() {
+            self.stream = None;
+        }
+    }
+
+    /// Whether the stream is closed (or will never take more).
+    pub fn is_closed(&self) -> bool {
+        self.stream.is_none() || self.broken
+    }
+
+    /// Writes what the side takes without waiting.
+    fn write_ready(&mut self) {
+        while !self.lines.is_empty() {
+            match self.write_once().now_or_never() {
+                Some(Ok(())) => {}
+                Some(Err(_)) => return self.break_off(),
+                None => return,
+            }
+        }
+    }
+
+    /// Waits until the side took more bytes; for the relay loop's `select!`. Never resolves
+    /// with nothing queued.
+    pub async fn drain(&mut self) {
+        if self.lines.is_empty() || self.stream.is_none() {
+            return std::future::pending().await;
+        }
+        if self.write_once().await.is_err() {
+            self.break_off();
+            return;
+        }
+        self.write_ready();
+    }
+
+    /// Writes the rest of the queue, waiting as long as it takes; for the end of the session.
+    pub async fn finish(&mut self) {
+        while !self.lines.is_empty() && self.stream.is_some() {
+            if self.write_once().await.is_err() {
+                return self.break_off();
+            }
+        }
+        if let Some(stream) = self.stream.as_mut() {
+            let _ = stream.flush().await;
+            if self.closing {
+                let _ = stream.shutdown().await;
+                self.stream = None;
+            }
+        }
+    }
+
+    async fn write_once(&mut self) -> io::Result<()> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        let Some(front) = self.lines.front() else {
+            return Ok(());
+        };
+        let n = stream.write(&front[self.written..]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        self.written += n;
+        self.queued -= n;
+        if self.written == front.len() {
+            self.lines.pop_front();
+            self.written = 0;
+            if self.lines.is_empty() {
+                stream.flush().await?;
+                if self.closing {
+                    self.stream = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn break_off(&mut self) {
+        self.broken = true;
+        self.lines.clear();
+        self.queued = 0;
+        self.stream = None;
+    }
+}
+
+/// The proxy's own stdin or stdout as an async stream.
+pub enum Stdio {
+    Socket(tokio::net::UnixStream),
+    PipeIn(tokio::net::unix::pipe::Receiver),
+    PipeOut(tokio::net::unix::pipe::Sender),
+    In(tokio::io::Stdin),
+    Out(tokio::io::Stdout),
+}
+
+/// The proxy's stdin: a socket or pipe read through the reactor when it is one.
+pub fn stdin() -> Stdio {
+    match duplicate(&io::stdin()) {
+        Some((fd, Kind::Socket)) => {
+            socket(fd).map_or_else(|| Stdio::In(tokio::io::stdin()), Stdio::Socket)
+        }
+        Some((fd, Kind::Fifo)) => tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+            .map_or_else(|_| Stdio::In(tokio::io::stdin()), Stdio::PipeIn),
+        _ => Stdio::In(tokio::io::stdin()),
+    }
+}
+
+/// The proxy's stdout: a socket or pipe written through the reactor when it is one.
+pub fn stdout() -> Stdio {
+    match duplicate(&io::stdout()) {
+        Some((fd, Kind::Socket)) => {
+            socket(fd).map_or_else(|| Stdio::Out(tokio::io::stdout()), Stdio::Socket)
+        }
+        Some((fd, Kind::Fifo)) => tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+            .map_or_else(|_| Stdio::Out(tokio::io::stdout()), Stdio::PipeOut),
+        _ => Stdio::Out(tokio::io::stdout()),
+    }
+}
+
+enum Kind {
+    Socket,
+    Fifo,
+}
+
+/// A duplicate of `fd`, if it is a socket or a pipe. The duplicate shares the open file
+/// description, so making it non-blocking affects only this process's end of the pipe.
+fn duplicate(fd: &impl AsFd) -> Option<(OwnedFd, Kind)> {
+    let stat = rustix::fs::fstat(fd).ok()?;
+    let kind = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+        rustix::fs::FileType::Socket => Kind::Socket,
+        rustix::fs::FileType::Fifo => Kind::Fifo,
+        _ => return None,
+    };
+    let owned = fd.as_fd().try_clone_to_owned().ok()?;
+    Some((owned, kind))
+}
+
+fn socket(fd: OwnedFd) -> Option<tokio::net::UnixStream> {
+    let std = std::os::unix::net::UnixStream::from(fd);
+    std.set_nonblocking(true).ok()?;
+    tokio::net::UnixStream::from_std(std).ok()
+}
+
+impl AsyncRead for Stdio {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(s) => Pin::new(s).poll_read(cx, buf),
+            Self::PipeIn(s) => Pin::new(s).poll_read(cx, buf),
+            Self::In(s) => Pin::new(s).poll_read(cx, buf),
+            Self::PipeOut(_) | Self::Out(_) => Poll::Ready(Err(io::ErrorKind::Unsupported.into())),
+        }
+    }
+}
+
+impl AsyncWrite for Stdio {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Socket(s) => Pin::new(s).poll_write(cx, buf),
+            Self::PipeOut(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Out(s) => Pin::new(s).poll_write(cx, buf),
+            Self::PipeIn(_) | Self::In(_) => Poll::Ready(Err(io::ErrorKind::Unsupported.into())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(s) => Pin::new(s).poll_flush(cx),
+            Self::PipeOut(s) => Pin::new(s).poll_flush(cx),
+            Self::Out(s) => Pin::new(s).poll_flush(cx),
+            Self::PipeIn(_) | Self::In(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Socket(s) => Pin::new(s).poll_shutdown(cx),
+            Self::PipeOut(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Out(s) => Pin::new(s).poll_shutdown(cx),
+            Self::PipeIn(_) | Self::In(_) => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines_of(input: Vec<u8>) -> Vec<Line> {
+        let mut reader = LineReader::new(&input[..]);
+        let mut out = Vec::new();
+        while let Some(line) = reader.next_line().await.unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_split_on_newlines_and_a_last_partial_line_counts() {
+        let lines = lines_of(b"a\r\n\nbc\nlast".to_vec()).await;
+        assert_eq!(
+            lines,
+            vec![
+                Line::Complete(b"a\r".to_vec()),
+                Line::Complete(Vec::new()),
+                Line::Complete(b"bc".to_vec()),
+                Line::Complete(b"last".to_vec()),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_is_discarded_but_its_neighbours_are_kept() {
+        let mut input = b"before\n".to_vec();
+        input.extend_from_slice(br#"{"id":7,"x":""#);
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 10));
+        input.extend_from_slice(b"\"}\nafter\n");
+        let lines = lines_of(input).await;
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], Line::Complete(b"before".to_vec()));
+        match &lines[1] {
+            Line::TooLong(prefix) => {
+                assert!(prefix.starts_with(br#"{"id":7,"#));
+                assert!(prefix.len() <= PREFIX_KEPT);
+            }
+            other => panic!("expected a discarded line, got {other:?}"),
+        }
+        assert_eq!(lines[2], Line::Complete(b"after".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn a_line_of_exactly_the_limit_passes() {
+        let mut input = vec![b'y'; MAX_LINE_BYTES];
+        input.push(b'\n');
+        let lines = lines_of(input).await;
+        assert!(matches!(&lines[..], [Line::Complete(l)] if l.len() == MAX_LINE_BYTES));
+    }
+
+    #[tokio::test]
+    async fn the_queue_reports_full_past_its_high_water_mark_and_drains() {
+        let (reader, writer) = tokio::io::duplex(1024);
+        let mut out = Outbound::new(writer);
+        // The side takes what fits in its buffer at once; the rest stays queued.
+        out.push(vec![b'z'; QUEUE_HIGH_WATER + 4096]);
+        assert!(out.is_full());
+        let reading = tokio::spawn(async move {
+            let mut reader = LineReader::new(reader);
+            reader.next_line().await.unwrap()
+        });
+        while !out.is_idle() {
+            out.drain().await;
+        }
+        assert!(!out.is_full());
+        assert!(
+            matches!(reading.await.unwrap(), Some(Line::Complete(l)) if l.len() == QUEUE_HIGH_WATER + 4096)
+        );
+    }
+}
