@@ -2,8 +2,8 @@
 //! spawn the daemon in the background, wait until it answers, and carry on.
 //!
 //! Many rootsctl processes may race to start it. That is safe: rootsd holds one lock per state
-//! directory, so every extra daemon exits at once, and every racer simply waits for the socket
-//! to answer.
+//! directory, so every extra daemon exits at once, and every racer waits until the daemon that
+//! won answers, at the socket it recorded in the state directory ([`crate::locate`]).
 
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use rootsd_proto::paths::{self, Environment};
 
 use crate::client::{Client, ClientError};
+use crate::locate::{self, Source};
 
 /// How long to wait for a freshly started daemon to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,6 +24,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct Target {
     pub socket: PathBuf,
+    /// Why that socket ([`crate::locate`]).
+    pub source: Source,
+    /// The state directory of this user's daemon, when one can be named: where a running daemon
+    /// records its socket.
+    pub state_dir: Option<PathBuf>,
     pub autostart: bool,
     /// Names the caller in the daemon's logs.
     pub client_name: String,
@@ -31,8 +37,11 @@ pub struct Target {
 impl Target {
     pub fn new(socket: Option<PathBuf>, no_autostart: bool) -> Self {
         let env = Environment::capture(rustix::process::getuid().as_raw());
+        let located = locate::locate(&env, socket);
         Self {
-            socket: paths::socket_path(&env, socket),
+            socket: located.socket,
+            source: located.source,
+            state_dir: located.state_dir,
             autostart: !no_autostart,
             client_name: format!("rootsctl {}", env!("CARGO_PKG_VERSION")),
         }
@@ -50,14 +59,42 @@ impl Target {
         }
     }
 
+    /// The socket a daemon of this user has recorded since this target was made, if it differs
+    /// from the one in use: another rootsctl may have started one meanwhile.
+    fn recorded_elsewhere(&self) -> Option<PathBuf> {
+        if self.source == Source::Explicit {
+            return None;
+        }
+        let state_dir = self.state_dir.as_deref()?;
+        locate::recorded(state_dir)
+            .map(|found| found.socket)
+            .filter(|socket| *socket != self.socket)
+    }
+
     async fn start_and_connect(&self) -> Result<Client, ClientError> {
-        let mut child = spawn_daemon(&self.socket)?;
+        // A daemon that holds the state directory but does not answer yet is starting: wait for
+        // it rather than start another that would only find the lock taken.
+        let starting = self
+            .state_dir
+            .as_deref()
+            .and_then(locate::live_record)
+            .is_some();
+        let mut child = if starting {
+            None
+        } else {
+            Some(spawn_daemon(&self.socket)?)
+        };
         let started = Instant::now();
         let mut delay = Duration::from_millis(5);
         loop {
-            match Client::connect(&self.socket, &self.client_name).await {
+            let socket = self
+                .recorded_elsewhere()
+                .unwrap_or_else(|| self.socket.clone());
+            match Client::connect(&socket, &self.client_name).await {
                 Ok(client) => {
-                    reap_in_background(child);
+                    if let Some(child) = child {
+                        reap_in_background(child);
+                    }
                     return Ok(client);
                 }
                 Err(err) if !err.is_absent() => return Err(err),
@@ -65,9 +102,11 @@ impl Target {
             }
             // A daemon that exited may have lost a start-up race to another one, which is fine;
             // keep waiting for the winner until the deadline.
-            let exited = child.try_wait().ok().flatten();
+            let exited = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
             if started.elapsed() > START_TIMEOUT {
-                let _ = child.kill();
+                if let Some(child) = child.as_mut() {
+                    let _ = child.kill();
+                }
                 let status = exited.map_or("still starting".to_owned(), |s| s.to_string());
                 return Err(ClientError::Autostart(format!(
                     "started rootsd for {} but it did not answer within {}s ({status}); see its log at {}",

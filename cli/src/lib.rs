@@ -19,6 +19,7 @@ pub mod client;
 pub mod commands;
 pub mod doctor;
 pub mod errors;
+pub mod locate;
 pub mod output;
 pub mod proxy;
 pub mod resolve;

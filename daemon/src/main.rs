@@ -73,8 +73,8 @@ fn fail(err: &anyhow::Error) -> std::process::ExitCode {
 
 async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<()> {
     let env = Environment::capture(rustix::process::getuid().as_raw());
-    let socket_path = paths::socket_path(&env, args.socket);
     let state_dir = paths::state_dir(&env, args.state_dir)?;
+    let socket_path = paths::socket_path(&env, args.socket, Some(&state_dir));
     let access = if args.allow_group {
         anyhow::ensure!(
             inherited.is_some(),
@@ -85,13 +85,14 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         Access::Owner
     };
 
-    let _lock = instance::acquire(&state_dir, &socket_path)?;
+    let mut lock = instance::acquire(&state_dir)?;
     let store = Store::open(&state_dir.join("db"))?;
     let registry = Arc::new(Registry::new(store)?);
     let bound = match inherited {
         Some(listener) => socket::adopt(listener, &socket_path)?,
         None => socket::bind(&socket_path, &state_dir)?,
     };
+    lock.record_socket(&bound.path)?;
     raise_fd_limit();
 
     let shutdown = CancellationToken::new();

@@ -4,6 +4,7 @@
 //! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
 //! - [`session`]: an MCP session's state, and the one rule for who hears of a change.
 //! - [`workspace`]: what a valid workspace name is.
+//! - [`rendezvous`]: the record by which every client of a user finds the running daemon.
 //! - [`paths`]: where the socket and the state directory live, as a pure function of the
 //!   environment.
 //! - [`modes`]: who may own the socket and its directory, and with which permissions.
@@ -13,6 +14,7 @@
 
 pub mod modes;
 pub mod paths;
+pub mod rendezvous;
 pub mod root;
 pub mod session;
 pub mod wire;

@@ -5,7 +5,7 @@
 //! without anyone calling `set_var`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// File name of the socket inside its directory.
 pub const SOCKET_FILE_NAME: &str = "rootsd.sock";
@@ -59,20 +59,46 @@ pub enum PathError {
     NoStateDir,
 }
 
+/// The longest path a Unix socket can be bound at (`sun_path` holds 108 bytes with its NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
 /// The socket path: `explicit` (`--socket`), else `ROOTSD_SOCKET`, else
-/// `$XDG_RUNTIME_DIR/rootsd/rootsd.sock`, else `${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock`.
+/// `$XDG_RUNTIME_DIR/rootsd/rootsd.sock`, else `rootsd.sock` in the state directory (private to
+/// the user and reachable from `HOME` alone), else, when that path is too long for a socket or
+/// there is no state directory, `${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock`.
 ///
 /// Relative values are kept as given; XDG requires absolute paths, so a relative
-/// `XDG_RUNTIME_DIR` is ignored as the basedir specification says.
-pub fn socket_path(env: &Environment, explicit: Option<PathBuf>) -> PathBuf {
+/// `XDG_RUNTIME_DIR` is ignored as the basedir specification says. This is where a daemon binds
+/// and where a client looks first when no daemon has recorded another socket in the state
+/// directory ([`crate::rendezvous`]).
+pub fn socket_path(
+    env: &Environment,
+    explicit: Option<PathBuf>,
+    state_dir: Option<&Path>,
+) -> PathBuf {
     if let Some(path) = explicit.or_else(|| env.rootsd_socket.clone().map(PathBuf::from)) {
         return path;
     }
     if let Some(runtime) = absolute(&env.xdg_runtime_dir) {
         return runtime.join("rootsd").join(SOCKET_FILE_NAME);
     }
+    if let Some(state) = state_dir {
+        let in_state = state.join(SOCKET_FILE_NAME);
+        if in_state.as_os_str().len() <= MAX_SOCKET_PATH {
+            return in_state;
+        }
+    }
     let tmp = absolute(&env.tmpdir).unwrap_or_else(|| PathBuf::from("/tmp"));
     tmp.join(format!("rootsd-{}", env.uid))
+        .join(SOCKET_FILE_NAME)
+}
+
+/// Where systemd's user socket unit listens when the session sets `XDG_RUNTIME_DIR` to the
+/// usual `/run/user/$UID`: what a client without `XDG_RUNTIME_DIR` (as hosts start MCP servers)
+/// should try when nothing else is recorded.
+pub fn user_unit_socket(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/run/user/{uid}"))
+        .join("rootsd")
         .join(SOCKET_FILE_NAME)
 }
 
@@ -123,24 +149,32 @@ mod tests {
     #[test]
     fn socket_prefers_flag_then_env_then_runtime_dir_then_tmp() {
         let mut e = env();
+        let state = Path::new("/home/u/.local/state/rootsd");
         assert_eq!(
-            socket_path(&e, None),
+            socket_path(&e, None, None),
             PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
         );
         e.tmpdir = Some("/var/tmp".into());
         assert_eq!(
-            socket_path(&e, None),
+            socket_path(&e, None, None),
             PathBuf::from("/var/tmp/rootsd-1000/rootsd.sock")
+        );
+        assert_eq!(
+            socket_path(&e, None, Some(state)),
+            PathBuf::from("/home/u/.local/state/rootsd/rootsd.sock")
         );
         e.xdg_runtime_dir = Some("/run/user/1000".into());
         assert_eq!(
-            socket_path(&e, None),
+            socket_path(&e, None, Some(state)),
             PathBuf::from("/run/user/1000/rootsd/rootsd.sock")
         );
         e.rootsd_socket = Some("/s/env.sock".into());
-        assert_eq!(socket_path(&e, None), PathBuf::from("/s/env.sock"));
         assert_eq!(
-            socket_path(&e, Some("/s/flag.sock".into())),
+            socket_path(&e, None, Some(state)),
+            PathBuf::from("/s/env.sock")
+        );
+        assert_eq!(
+            socket_path(&e, Some("/s/flag.sock".into()), Some(state)),
             PathBuf::from("/s/flag.sock")
         );
     }
@@ -150,7 +184,16 @@ mod tests {
         let mut e = env();
         e.xdg_runtime_dir = Some("relative".into());
         assert_eq!(
-            socket_path(&e, None),
+            socket_path(&e, None, None),
+            PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
+        );
+    }
+
+    #[test]
+    fn a_state_dir_too_deep_for_a_socket_falls_back_to_the_temporary_directory() {
+        let deep = PathBuf::from("/").join("d".repeat(120));
+        assert_eq!(
+            socket_path(&env(), None, Some(&deep)),
             PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
         );
     }

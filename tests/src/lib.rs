@@ -481,3 +481,63 @@ mod tests {
         );
     }
 }
+
+/// Kills, when dropped, whatever rootsd an autostarting rootsctl left running for a state
+/// directory.
+///
+/// Declare it after the [`Sandbox`] so that it runs first. It reads the daemon's pid from the
+/// record in the state directory's lock file (see `rootsd_proto::rendezvous`), and only while
+/// the lock is held, so that it never signals a recycled pid.
+pub struct AutostartGuard {
+    state: PathBuf,
+}
+
+impl AutostartGuard {
+    /// Guards the sandbox's own state directory.
+    pub fn new(sandbox: &Sandbox) -> Self {
+        Self::for_state_dir(sandbox.state.clone())
+    }
+
+    /// Guards any state directory (one a rootsctl computed from `HOME`, say).
+    pub fn for_state_dir(state: PathBuf) -> Self {
+        Self { state }
+    }
+}
+
+impl Drop for AutostartGuard {
+    fn drop(&mut self) {
+        let Some(pid) = daemon_pid(&self.state) else {
+            return;
+        };
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        // The kernel releases the lock once the daemon is gone. Not `eventually`: a guard that
+        // panics while the test is already failing would abort the whole test binary.
+        let _ = poll_until(PATIENCE, || {
+            if lock_held(&self.state) {
+                Err(())
+            } else {
+                Ok(())
+            }
+        });
+    }
+}
+
+fn lock_held(state: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(state.join("rootsd.lock")) else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+}
+
+/// The pid of the rootsd holding `state` (a state directory), read from its lock file's record
+/// while the lock is held; `None` when no daemon holds it.
+pub fn daemon_pid(state: &Path) -> Option<i32> {
+    if !lock_held(state) {
+        return None;
+    }
+    let text = std::fs::read_to_string(state.join("rootsd.lock")).ok()?;
+    let record: Value = serde_json::from_str(text.trim()).ok()?;
+    record["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
+}

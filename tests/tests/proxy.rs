@@ -8,6 +8,8 @@
 #[path = "proxy/support.rs"]
 mod support;
 
+#[path = "proxy/bare_env.rs"]
+mod bare_env;
 #[path = "proxy/fake.rs"]
 mod fake;
 #[path = "proxy/interop.rs"]

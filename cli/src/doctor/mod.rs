@@ -6,9 +6,11 @@
 //! database: what it knows about the state it learns from the daemon and from `stat`.
 //!
 //! This module runs the checks and prints the report; each check is its own module:
-//! `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd` and `sessions`.
+//! `locate` (which socket, and why), `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd`
+//! and `sessions`.
 
 mod daemon;
+mod locate;
 mod sessions;
 mod socket;
 mod socket_dir;
@@ -86,7 +88,10 @@ pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow
     let env = Environment::capture(rustix::process::getuid().as_raw());
     let me = Me::current();
     let systemd = Systemd::ask().await;
-    let report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
+    let mut report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
+    let which = locate::check(target, &env);
+    report.ok &= which.outcome != Outcome::Fail;
+    report.checks.insert(0, which);
     if args.json {
         crate::output::json(out, &report)?;
     } else {

@@ -468,8 +468,10 @@ mod tests {
         let runtime = Path::new("/run/user/1000");
         let listens = listen_stream.replace("%t", runtime.to_str().unwrap());
         let env = env_with_runtime(runtime);
-        let rootsctl_uses = paths::socket_path(&env, None);
+        let rootsctl_uses = paths::socket_path(&env, None, None);
         assert_eq!(Path::new(&listens), rootsctl_uses);
+        // Without XDG_RUNTIME_DIR, rootsctl still tries the unit's socket.
+        assert_eq!(paths::user_unit_socket(1000), Path::new(&listens));
         let verdict = check(
             &answer(&socket_unit(&[&listens], "enabled", ""), &service_unit()),
             &rootsctl_uses,

@@ -1,15 +1,14 @@
 //! Helpers shared by the core tests.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 
-use rootsd_tests::{PATIENCE, Sandbox, eventually, poll_until};
+use rootsd_tests::{PATIENCE, Sandbox, eventually};
 use serde_json::Value;
 
-pub use rootsd_tests::{Reaped, assert_exit, ctl, stderr_of, stdout_of};
+pub use rootsd_tests::{AutostartGuard, Reaped, assert_exit, ctl, stderr_of, stdout_of};
 
 /// Runs `rootsctl ARGS`, which must print one JSON value and succeed, and parses it.
 #[track_caller]
@@ -118,69 +117,4 @@ pub fn wait_for(mut child: Reaped, what: &str) -> std::process::ExitStatus {
             .expect("poll the child")
             .ok_or("still running")
     })
-}
-
-/// Kills, when dropped, whatever rootsd an autostarting rootsctl left running for a sandbox.
-///
-/// Declare it after the [`Sandbox`] so that it runs first. It asks the daemon for its pid with
-/// `status --json`; should that fail, it falls back to the pid in the state directory's lock
-/// file, but only while that lock is held, so that it never signals a recycled pid.
-pub struct AutostartGuard {
-    socket: PathBuf,
-    state: PathBuf,
-}
-
-impl AutostartGuard {
-    pub fn new(sandbox: &Sandbox) -> Self {
-        Self {
-            socket: sandbox.socket.clone(),
-            state: sandbox.state.clone(),
-        }
-    }
-
-    fn pid_from_status(&self) -> Option<i32> {
-        let output = Command::new(rootsd_tests::bin("rootsctl"))
-            .args(["--no-autostart", "status", "--json"])
-            .arg("--socket")
-            .arg(&self.socket)
-            .env_remove("ROOTSD_NO_AUTOSTART")
-            .env_remove("ROOTSD_SOCKET")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        let value: Value = serde_json::from_slice(&output.stdout).ok()?;
-        value["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
-    }
-
-    fn lock_held(&self) -> bool {
-        let Ok(file) = File::open(self.state.join("rootsd.lock")) else {
-            return false;
-        };
-        matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock))
-    }
-
-    fn pid_from_lock(&self) -> Option<i32> {
-        if !self.lock_held() {
-            return None;
-        }
-        let text = std::fs::read_to_string(self.state.join("rootsd.lock")).ok()?;
-        let rest = text.strip_prefix("pid ")?;
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    }
-}
-
-impl Drop for AutostartGuard {
-    fn drop(&mut self) {
-        let Some(pid) = self.pid_from_status().or_else(|| self.pid_from_lock()) else {
-            return;
-        };
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-        // The kernel releases the lock once the daemon is gone. Not `eventually`: a guard that
-        // panics while the test is already failing would abort the whole test binary.
-        let _ = poll_until(PATIENCE, || if self.lock_held() { Err(()) } else { Ok(()) });
-    }
 }

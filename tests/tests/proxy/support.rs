@@ -271,11 +271,14 @@ impl Proxy {
     /// Starts `rootsctl proxy OPTIONS -- COMMAND…` for the sandbox (autostart off).
     pub fn spawn(sb: &Sandbox, options: &[&str], command: &[OsString]) -> Self {
         let mut cmd = sb.rootsctl();
-        cmd.arg("proxy")
-            .args(options)
-            .arg("--")
-            .args(command)
-            .stdin(Stdio::piped())
+        cmd.arg("proxy").args(options).arg("--").args(command);
+        Self::spawn_command(cmd)
+    }
+
+    /// Starts `cmd`, which must run a `rootsctl proxy` (with whatever environment the test
+    /// gives it), as a host would.
+    pub fn spawn_command(mut cmd: Command) -> Self {
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn rootsctl proxy");
