@@ -443,45 +443,6 @@ impl RawClient {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn eventually_returns_the_first_success() {
-        let mut looks = 0;
-        let value = eventually("the third look", PATIENCE, || {
-            looks += 1;
-            if looks == 3 {
-                Ok(looks * 10)
-            } else {
-                Err(looks)
-            }
-        });
-        assert_eq!((value, looks), (30, 3));
-    }
-
-    #[test]
-    fn eventually_fails_naming_what_it_awaited_and_what_it_saw_last() {
-        let mut looks = 0;
-        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            eventually("a miracle", Duration::from_millis(30), || {
-                looks += 1;
-                Err::<(), _>(format!("look {looks}"))
-            })
-        }))
-        .expect_err("the wait runs out");
-        let message = failed
-            .downcast_ref::<String>()
-            .expect("a formatted panic message");
-        assert!(looks > 1, "it looked again before giving up");
-        assert_eq!(
-            message,
-            &format!("timed out after 30ms waiting for a miracle; last seen: look {looks}")
-        );
-    }
-}
-
 /// Kills, when dropped, whatever rootsd an autostarting rootsctl left running for a state
 /// directory.
 ///
@@ -540,4 +501,43 @@ pub fn daemon_pid(state: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(state.join("rootsd.lock")).ok()?;
     let record: Value = serde_json::from_str(text.trim()).ok()?;
     record["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventually_returns_the_first_success() {
+        let mut looks = 0;
+        let value = eventually("the third look", PATIENCE, || {
+            looks += 1;
+            if looks == 3 {
+                Ok(looks * 10)
+            } else {
+                Err(looks)
+            }
+        });
+        assert_eq!((value, looks), (30, 3));
+    }
+
+    #[test]
+    fn eventually_fails_naming_what_it_awaited_and_what_it_saw_last() {
+        let mut looks = 0;
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            eventually("a miracle", Duration::from_millis(30), || {
+                looks += 1;
+                Err::<(), _>(format!("look {looks}"))
+            })
+        }))
+        .expect_err("the wait runs out");
+        let message = failed
+            .downcast_ref::<String>()
+            .expect("a formatted panic message");
+        assert!(looks > 1, "it looked again before giving up");
+        assert_eq!(
+            message,
+            &format!("timed out after 30ms waiting for a miracle; last seen: look {looks}")
+        );
+    }
 }
