@@ -9,7 +9,9 @@
 //! - [`connection`]: one client connection: framing, dispatch, pushes.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
+//! - [`args`]: the command line, shared with the man-page generator in `dist/`.
 
+pub mod args;
 pub mod connection;
 pub mod error;
 pub mod instance;
