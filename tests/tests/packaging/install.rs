@@ -274,3 +274,34 @@ fn install_refuses_to_replace_files_it_did_not_install_and_then_changes_nothing(
     );
     assert_same_tree(&before, &snapshot(&user.home), "the home directory");
 }
+
+#[test]
+fn an_install_that_stops_part_way_is_listed_and_undone_by_uninstall() {
+    let sb = Sandbox::new();
+    let prefix = sb.mkdir("stage");
+    // A file where zsh's completion directory should go stops the install half-way through.
+    fs::create_dir_all(prefix.join("usr/local/share")).unwrap();
+    fs::write(prefix.join("usr/local/share/zsh"), "in the way\n").unwrap();
+    let before = snapshot(&prefix);
+    let prefix_arg = prefix.to_str().unwrap();
+
+    let output = run_within(
+        &mut install(&["--system", "--prefix", prefix_arg]),
+        std::time::Duration::from_secs(600),
+    );
+    let said = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("stopped part-way"), "{said}");
+    let manifest = prefix.join("usr/local/share/rootsd/install-manifest");
+    let listed = manifest_files(&manifest);
+    assert!(
+        listed.contains(&"/usr/local/bin/rootsd".to_owned()),
+        "the manifest lists what was installed before the failure: {listed:?}"
+    );
+
+    run_ok(
+        &mut uninstall(&["--system", "--prefix", prefix_arg]),
+        "scripts/install --uninstall after a failed install",
+    );
+    assert_same_tree(&before, &snapshot(&prefix), "the prefix");
+}
