@@ -111,7 +111,12 @@ fn render(
     };
     // Paths and option names must not be hyphenated or stretched: `~/.lo-cal/state` and
     // `${TM-PDIR}` read as typos, so no hyphenation and a ragged right margin.
-    part(&|w| Roff::new().control("nh", []).control("ad", ["l"]).to_writer(w))?;
+    part(&|w| {
+        Roff::new()
+            .control("nh", [])
+            .control("ad", ["l"])
+            .to_writer(w)
+    })?;
     part(&|w| man.render_name_section(w))?;
     part(&|w| man.render_synopsis_section(w))?;
     part(&|w| man.render_description_section(w))?;
