@@ -11,7 +11,9 @@
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
 //! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
+//! - [`args`]: the command line, shared with the man-page generator in `dist/`.
 
+pub mod args;
 pub mod connection;
 pub mod error;
 pub mod info;

@@ -1,13 +1,13 @@
 //! `rootsd`: runs in the foreground, systemd style, until SIGTERM or SIGINT.
 
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt as _;
+use rootsd::args::Args;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
@@ -18,34 +18,6 @@ use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
-
-/// The rootsd daemon: keeps MCP workspace roots and serves them over a local socket.
-///
-/// Runs in the foreground and logs to stderr (RUST_LOG filters, info by default). Under systemd
-/// it adopts the socket from rootsd.socket and reports readiness; otherwise it binds its own.
-/// rootsctl starts it on demand when it is not running.
-///
-/// Signals: SIGTERM or SIGINT stop it gracefully (a second one at once); SIGHUP re-checks the
-/// socket file and never stops it.
-#[derive(Debug, Parser)]
-#[command(name = "rootsd", version)]
-struct Args {
-    /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
-    #[arg(long, env = "ROOTSD_SOCKET", value_name = "PATH")]
-    socket: Option<PathBuf>,
-    /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    /// Also admit users in the socket file's group, not only rootsd's own user
-    ///
-    /// For a system-wide rootsd shared by several users (systemd/system/ in the source tree):
-    /// systemd creates the socket with SocketGroup= and SocketMode=0660, so the socket's group
-    /// decides who may connect, and rootsd admits peers whose group or supplementary groups
-    /// include it. They all share one set of roots. Needs the socket from systemd: a socket
-    /// rootsd binds itself is 0600, which only its own user can open.
-    #[arg(long)]
-    allow_group: bool,
-}
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();

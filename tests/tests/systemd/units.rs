@@ -46,7 +46,7 @@ fn the_verify_check_fails_on_a_misspelled_key_although_systemd_analyze_exits_0()
             raw.arg("--user");
         }
         let output = output_within(
-            raw.arg("verify")
+            raw.args(["verify", "--man=no"])
                 .args(&units)
                 .env("XDG_RUNTIME_DIR", runtime.path()),
         );

@@ -1,0 +1,48 @@
+//! rootsd's command line, as clap parses it.
+//!
+//! It lives in the library rather than in `main.rs` so that the packaging tool (`dist/`) renders
+//! the man page from the very definition `--help` prints. It only describes arguments: resolving
+//! the socket and state paths is `rootsd_proto::paths`' job.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// The rootsd daemon: keeps MCP workspace roots and serves them over a local socket.
+///
+/// Runs in the foreground and logs to stderr (RUST_LOG filters, info by default). Under systemd
+/// it adopts the socket from rootsd.socket and reports readiness; otherwise it binds its own.
+/// rootsctl starts it on demand when it is not running.
+///
+/// Signals: SIGTERM or SIGINT stop it gracefully (a second one at once); SIGHUP re-checks the
+/// socket file and never stops it.
+#[derive(Debug, Parser)]
+#[command(name = "rootsd", version)]
+pub struct Args {
+    /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
+    #[arg(long, env = "ROOTSD_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Also admit users in the socket file's group, not only rootsd's own user
+    ///
+    /// For a system-wide rootsd shared by several users (systemd/system/ in the source tree):
+    /// systemd creates the socket with SocketGroup= and SocketMode=0660, so the socket's group
+    /// decides who may connect, and rootsd admits peers whose group or supplementary groups
+    /// include it. They all share one set of roots. Needs the socket from systemd: a socket
+    /// rootsd binds itself is 0600, which only its own user can open.
+    #[arg(long)]
+    pub allow_group: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Args::command().debug_assert();
+    }
+}
