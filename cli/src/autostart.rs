@@ -6,7 +6,7 @@
 //! won answers, at the socket it recorded in the state directory ([`crate::locate`]).
 
 use std::fs;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -152,6 +152,8 @@ fn spawn_daemon(socket: &Path) -> Result<std::process::Child, ClientError> {
     let stderr = fs::OpenOptions::new()
         .create(true)
         .append(true)
+        // The log names the user's directories: nobody else reads it.
+        .mode(0o600)
         .open(&log)
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());

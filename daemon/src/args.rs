@@ -19,7 +19,7 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "rootsd", version)]
 pub struct Args {
-    /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
+    /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else rootsd.sock in the state directory]
     #[arg(long, env = "ROOTSD_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
@@ -34,6 +34,15 @@ pub struct Args {
     /// rootsd binds itself is 0600, which only its own user can open.
     #[arg(long)]
     pub allow_group: bool,
+    /// Rebuild a damaged store, say what was done, and exit
+    ///
+    /// rootsd refuses to start when its database and its journal (which holds every
+    /// acknowledged change) disagree in a way no crash explains, or one of them is damaged. Stop
+    /// any running rootsd and run this once: it rebuilds the damaged part from the sound one,
+    /// keeps the damaged files beside the new ones (db.damaged-TIME, roots.journal.damaged-TIME),
+    /// and exits; then start rootsd as usual.
+    #[arg(long)]
+    pub recover: bool,
 }
 
 #[cfg(test)]

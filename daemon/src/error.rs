@@ -65,6 +65,21 @@ pub enum StoreError {
     UnknownSchema { found: u32 },
     #[error("the database holds a corrupt record under {key:?}: {reason}")]
     Corrupt { key: String, reason: String },
+    #[error("failed to {action} {path}: {error}")]
+    Sync {
+        action: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
+    #[error("failed to {action} the journal {path}: {error}")]
+    Journal {
+        action: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
+    /// The database and the journal disagree, or one of them is damaged: nothing is served.
+    #[error("{0}")]
+    Damaged(String),
 }
 
 /// Why no listener could be had ([`crate::socket`]).
@@ -119,6 +134,10 @@ pub enum InstanceError {
         "rootsd is already running for state directory {state_dir} ({holder}): use it, or stop it before starting another"
     )]
     AlreadyRunning { state_dir: PathBuf, holder: String },
+    #[error(
+        "the state directory {path} belongs to uid {owner}, not to you (uid {me}): rootsd keeps your roots only in a directory of your own; pass --state-dir DIR or set ROOTSD_STATE_DIR"
+    )]
+    StateDirOwner { path: PathBuf, owner: u32, me: u32 },
     #[error("failed to {action} {path}: {error}")]
     Io {
         action: &'static str,

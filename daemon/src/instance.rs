@@ -81,6 +81,7 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceError> {
         .mode(0o700)
         .create(state_dir)
         .map_err(io_err("create the state directory", state_dir))?;
+    make_private(state_dir)?;
     let lock_path = state_dir.join(LOCK_FILE);
     let mut file = File::options()
         .read(true)
@@ -123,6 +124,66 @@ pub fn acquire(state_dir: &Path) -> Result<InstanceLock, InstanceError> {
     })
 }
 
+/// Makes an existing state directory, and what rootsd keeps in it, private to its user again:
+/// earlier versions created the database readable by others, and a user may have loosened the
+/// directory. A directory of another user is refused: its owner, not rootsd, decides about it.
+fn make_private(state_dir: &Path) -> Result<(), InstanceError> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let me = rustix::process::geteuid().as_raw();
+    let meta = fs::metadata(state_dir).map_err(|error| InstanceError::Io {
+        action: "inspect the state directory",
+        path: state_dir.to_owned(),
+        error,
+    })?;
+    if meta.uid() != me {
+        return Err(InstanceError::StateDirOwner {
+            path: state_dir.to_owned(),
+            owner: meta.uid(),
+            me,
+        });
+    }
+    let mut repaired = Vec::new();
+    let mut pending = vec![state_dir.to_owned()];
+    while let Some(path) = pending.pop() {
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() || meta.uid() != me {
+            continue;
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        let private = if kind.is_dir() {
+            mode & !0o077 | 0o700
+        } else {
+            mode & !0o077
+        };
+        if kind.is_dir()
+            && (path == state_dir || path.file_name().is_some_and(|n| n == "db"))
+            && let Ok(entries) = fs::read_dir(&path)
+        {
+            pending.extend(entries.flatten().map(|e| e.path()));
+        }
+        if private != mode {
+            fs::set_permissions(&path, fs::Permissions::from_mode(private)).map_err(|error| {
+                InstanceError::Io {
+                    action: "make private",
+                    path: path.clone(),
+                    error,
+                }
+            })?;
+            repaired.push(format!("{} ({mode:04o} → {private:04o})", path.display()));
+        }
+    }
+    if !repaired.is_empty() {
+        tracing::warn!(
+            "the state directory was open to other users, who could read your roots; made private: {}",
+            repaired.join(", ")
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +206,29 @@ mod tests {
             record.and_then(|r| r.socket),
             Some(std::path::PathBuf::from("/s.sock"))
         );
+    }
+
+    #[test]
+    fn a_state_directory_open_to_others_is_made_private_with_its_contents() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        fs::create_dir_all(state.join("db")).unwrap();
+        fs::write(state.join("db/db"), "x").unwrap();
+        fs::write(state.join("roots.journal"), "x").unwrap();
+        for (path, mode) in [
+            (state.clone(), 0o755),
+            (state.join("db"), 0o755),
+            (state.join("db/db"), 0o644),
+            (state.join("roots.journal"), 0o644),
+        ] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let _lock = acquire(&state).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(&state.join("db")), 0o700);
+        assert_eq!(mode(&state.join("db/db")), 0o600);
+        assert_eq!(mode(&state.join("roots.journal")), 0o600);
     }
 }

@@ -4,6 +4,11 @@
 //! daemon in-process on a temporary socket with [`server::run`].
 //!
 //! - [`store`]: sled, behind a small API; the only module that knows sled exists.
+//! - [`journal`]: every acknowledged change, checksummed and synced before it is acknowledged.
+//! - [`reconcile`]: at start, the database and the journal compared; damage refused or
+//!   (`--recover`) rebuilt.
+//! - [`committer`]: group commit: one sync for every change waiting, then publish.
+//! - [`model`]: the stored types.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: framing, dispatch, pushes.
@@ -14,10 +19,14 @@
 //! - [`args`]: the command line, shared with the man-page generator in `dist/`.
 
 pub mod args;
+pub mod committer;
 pub mod connection;
 pub mod error;
 pub mod info;
 pub mod instance;
+pub mod journal;
+pub mod model;
+pub mod reconcile;
 pub mod registry;
 pub mod server;
 pub mod socket;

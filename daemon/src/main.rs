@@ -11,8 +11,7 @@ use rootsd::args::Args;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
-use rootsd::store::Store;
-use rootsd::{instance, server, socket, systemd};
+use rootsd::{instance, reconcile, server, socket, systemd};
 use rootsd_proto::paths::{self, Environment};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
@@ -21,6 +20,9 @@ use tracing_subscriber::filter::LevelFilter;
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    // Everything rootsd creates (state directory, database, journal, log, socket) is private to
+    // its user, whatever umask it inherited.
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     init_logging();
     // Before the runtime starts any thread: taking the socket edits the environment.
     let inherited = match socket::take_inherited() {
@@ -58,8 +60,31 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     };
 
     let mut lock = instance::acquire(&state_dir)?;
-    let store = Store::open(&state_dir.join("db"))?;
-    let registry = Arc::new(Registry::new(store)?);
+    if args.recover {
+        let recovered = tokio::task::spawn_blocking(move || reconcile::recover(&state_dir))
+            .await
+            .context("the recovery did not finish")??;
+        let message = format!(
+            "recovered {}: {}",
+            recovered.contents.describe(),
+            recovered.outcome.describe()
+        );
+        tracing::info!("{message}");
+        eprintln!("rootsd: {message}");
+        return Ok(());
+    }
+    let opened = {
+        let state_dir = state_dir.clone();
+        tokio::task::spawn_blocking(move || reconcile::open(&state_dir))
+            .await
+            .context("opening the store did not finish")??
+    };
+    tracing::info!(
+        contents = %opened.contents.describe(),
+        "store opened: {}",
+        opened.outcome.describe()
+    );
+    let registry = Arc::new(Registry::new(opened)?);
     let bound = match inherited {
         Some(listener) => socket::adopt(listener, &socket_path)?,
         None => socket::bind(&socket_path, &state_dir)?,
@@ -93,7 +118,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     closer.close();
     signals.close();
     let _ = supervisor.await;
-    served.context("the accept loop failed")?;
+    served.context("the store's final checkpoint failed; every acknowledged change is in the journal, and the next start catches the database up")?;
     tracing::info!("rootsd stopped");
     Ok(())
 }

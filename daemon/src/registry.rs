@@ -1,14 +1,15 @@
 //! The daemon's shared state: the roots of every workspace, the live MCP sessions, and the
 //! channels that tell connections about changes.
 //!
-//! Writes are serialised by one async mutex held across the store's flush, which is what makes
-//! every change atomic and durable before it is acknowledged. Readers of a workspace's roots never
-//! wait for the store: each workspace has a `watch` channel holding its newest snapshot, which
-//! also coalesces bursts, so a session that is slow to read only ever sees the newest list.
+//! Writers decide their change against the pending state and hand it to the [`Committer`], which
+//! makes it durable (group commit) before the change is acknowledged, visible to readers, and
+//! published. Readers of a workspace's roots never wait for the store: they read the committed
+//! state, and each workspace has a `watch` channel holding its newest snapshot, which also
+//! coalesces bursts, so a session that is slow to read only ever sees the newest list.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
@@ -18,30 +19,58 @@ use rootsd_proto::wire::{
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, broadcast, watch};
 
-use crate::error::RequestError;
-use crate::store::{Contents, Store, StoredRootV1, StoredWorkspaceV1};
+use crate::committer::{Committer, Health, Plan};
+use crate::error::{RequestError, StoreError};
+use crate::model::{Change, Contents, StoredRootV1, StoredWorkspaceV1};
+use crate::reconcile::Opened;
 
 /// How many changes a `watch` subscriber may fall behind before it is told it missed some.
 const CHANGE_FEED_CAPACITY: usize = 1024;
 
 /// Shared state of one running daemon.
 pub struct Registry {
-    store: Store,
-    /// The authoritative in-memory copy of the store; the mutex serialises writers.
-    model: tokio::sync::Mutex<Contents>,
-    /// Newest snapshot per workspace, for sessions. Created on first use.
-    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<RootsSnapshot>>>>,
-    /// Every change, in order, for `watch` subscribers.
-    feed: broadcast::Sender<Arc<RootsSnapshot>>,
+    committer: Committer,
+    /// Every durable change, and only those: what readers see.
+    committed: Arc<RwLock<Contents>>,
+    publisher: Arc<Publisher>,
     sessions: Mutex<BTreeMap<u64, SessionRecord>>,
     next_session_id: AtomicU64,
     /// Woken whenever a session reports a new state or goes away, for `wait`.
     progress: Notify,
+    clients: AtomicUsize,
+    started: Instant,
+}
+
+/// What tells connections about durable changes; the commit thread calls it, in order.
+struct Publisher {
+    /// Newest snapshot per workspace, for sessions. Created on first use.
+    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<RootsSnapshot>>>>,
+    /// Every change, in order, for `watch` subscribers.
+    feed: broadcast::Sender<Arc<RootsSnapshot>>,
     /// Bumped whenever the totals `systemd::supervise` reports (roots, workspaces, sessions,
     /// revision) may have changed, so that systemd's status line follows without polling.
     counts: watch::Sender<u64>,
-    clients: AtomicUsize,
-    started: Instant,
+}
+
+impl Publisher {
+    fn publish(&self, snapshot: Arc<RootsSnapshot>) {
+        if let Some(sender) = self
+            .channels
+            .lock()
+            .expect("channels lock")
+            .get(&snapshot.workspace)
+        {
+            sender.send_replace(snapshot.clone());
+        }
+        // No subscribers is the normal case, not an error.
+        let _ = self.feed.send(snapshot);
+        self.counts_changed();
+    }
+
+    fn counts_changed(&self) {
+        self.counts
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
 }
 
 /// What the daemon keeps per session: deliberately small, as it may hold thousands.
@@ -58,25 +87,47 @@ struct SessionRecord {
 }
 
 impl Registry {
-    /// Loads the store into memory.
-    pub fn new(store: Store) -> Result<Self, crate::store::StoreError> {
-        let contents = store.load()?;
-        Ok(Self {
-            store,
-            model: tokio::sync::Mutex::new(contents),
+    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it.
+    pub fn new(opened: Opened) -> Result<Self, StoreError> {
+        let committed = Arc::new(RwLock::new(opened.contents.clone()));
+        let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
             feed: broadcast::channel(CHANGE_FEED_CAPACITY).0,
+            counts: watch::channel(0).0,
+        });
+        let on_durable = {
+            let publisher = publisher.clone();
+            Box::new(move |change: &Change, contents: &Contents| {
+                publisher.publish(Arc::new(snapshot_of(contents, &change.workspace)));
+            })
+        };
+        let committer = Committer::start(
+            opened.journal,
+            opened.store,
+            opened.contents,
+            committed.clone(),
+            on_durable,
+        )?;
+        Ok(Self {
+            committer,
+            committed,
+            publisher,
             sessions: Mutex::new(BTreeMap::new()),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
-            counts: watch::channel(0).0,
             clients: AtomicUsize::new(0),
             started: Instant::now(),
         })
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// How the store is doing.
+    pub fn store_health(&self) -> Health {
+        self.committer.health()
+    }
+
+    /// Makes everything durable, checkpoints the database and stops committing; at shutdown.
+    pub fn close(&self) -> Result<(), StoreError> {
+        self.committer.close()
     }
 
     pub fn uptime_secs(&self) -> u64 {
@@ -94,31 +145,28 @@ impl Registry {
 
     /// The roots of `workspace`; an unknown workspace is empty at revision 0.
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
-        let model = self.model.lock().await;
-        snapshot_of(&model, workspace)
+        snapshot_of(&self.committed.read().expect("committed"), workspace)
     }
 
     /// Resolves, through [`watch::Receiver::changed`], each time the totals or the session count
     /// may have changed. Bursts coalesce: a slow receiver sees one change, not each of them.
     pub fn subscribe_counts(&self) -> watch::Receiver<u64> {
-        self.counts.subscribe()
+        self.publisher.counts.subscribe()
     }
 
     fn counts_changed(&self) {
-        self.counts
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
+        self.publisher.counts_changed();
     }
 
     /// Store revision, total roots and workspace count.
     pub async fn totals(&self) -> (u64, usize, usize) {
-        let model = self.model.lock().await;
-        let roots = model.workspaces.values().map(|w| w.roots.len()).sum();
-        (model.revision, roots, model.workspaces.len())
+        let model = self.committed.read().expect("committed");
+        (model.revision, model.root_count(), model.workspaces.len())
     }
 
     pub async fn workspaces(&self) -> Vec<WorkspaceSummary> {
         let names: Vec<(WorkspaceName, usize)> = {
-            let model = self.model.lock().await;
+            let model = self.committed.read().expect("committed");
             model
                 .workspaces
                 .iter()
@@ -170,29 +218,10 @@ impl Registry {
                 None => canonical.push((name, uri, path)),
             }
         }
-        let mut model = self.model.lock().await;
-        let mut next = model.workspaces.get(workspace).cloned().unwrap_or_default();
-        let mut result = self.empty_result(workspace, model.revision);
-        for (name, uri, path) in canonical {
-            match next.roots.iter_mut().find(|r| r.uri == uri) {
-                Some(existing) if name.is_some() && existing.name != name => {
-                    existing.name = name;
-                    result.renamed.push(Root::from(&*existing));
-                }
-                Some(existing) => result.unchanged.push(Root::from(&*existing)),
-                None => {
-                    // An unnamed root is named after its directory, as MCP clients usually do.
-                    let root = Root {
-                        uri,
-                        name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
-                    };
-                    next.roots.push(StoredRootV1::from(&root));
-                    result.added.push(root);
-                }
-            }
-        }
-        self.commit_change(&mut model, workspace, next, result)
-            .await
+        self.write(workspace, |pending| {
+            Ok(plan_add(pending, workspace, canonical))
+        })
+        .await
     }
 
     /// Removes the roots `targets` name. If any target matches nothing, or a name matches several
@@ -202,97 +231,49 @@ impl Registry {
         workspace: &WorkspaceName,
         targets: Vec<RemoveTarget>,
     ) -> Result<ChangeResult, RequestError> {
-        let mut model = self.model.lock().await;
-        let current = model.workspaces.get(workspace).cloned().unwrap_or_default();
-        // Every target is matched against the list as it was, so naming one root twice
-        // (`rootsctl remove app ./app`) removes it once.
-        let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
-        for target in &targets {
-            let index = find_target(&current.roots, target, workspace)?;
-            if !doomed.contains(&index) {
-                doomed.push(index);
+        self.write(workspace, |pending| {
+            plan_remove(pending, workspace, &targets)
+        })
+        .await
+    }
+
+    /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
+    /// durable; then it is acknowledged.
+    async fn write(
+        &self,
+        workspace: &WorkspaceName,
+        plan: impl FnOnce(&Contents) -> Result<Plan<ChangeResult>, RequestError>,
+    ) -> Result<ChangeResult, RequestError> {
+        let (mut result, ticket) = self.committer.write(plan)?;
+        if let Some(ticket) = ticket {
+            match ticket.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(error.into()),
+                Err(_) => {
+                    return Err(StoreError::Damaged(
+                        "the commit thread stopped before the change was durable".to_owned(),
+                    )
+                    .into());
+                }
             }
         }
-        let mut result = self.empty_result(workspace, model.revision);
-        result.removed = doomed
-            .iter()
-            .map(|&i| Root::from(&current.roots[i]))
-            .collect();
-        let mut next = current;
-        let mut index = 0;
-        next.roots.retain(|_| {
-            index += 1;
-            !doomed.contains(&(index - 1))
-        });
-        self.commit_change(&mut model, workspace, next, result)
-            .await
-    }
-
-    fn empty_result(&self, workspace: &WorkspaceName, revision: u64) -> ChangeResult {
-        ChangeResult {
-            workspace: workspace.clone(),
-            revision,
-            added: Vec::new(),
-            renamed: Vec::new(),
-            unchanged: Vec::new(),
-            removed: Vec::new(),
-            total: 0,
-            notified_sessions: 0,
+        if !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty()) {
+            result.notified_sessions = self.notified(workspace, result.revision);
         }
-    }
-
-    /// Persists `next` as the new state of `workspace` if anything changed, then publishes it.
-    async fn commit_change(
-        &self,
-        model: &mut Contents,
-        workspace: &WorkspaceName,
-        mut next: StoredWorkspaceV1,
-        mut result: ChangeResult,
-    ) -> Result<ChangeResult, RequestError> {
-        result.total = next.roots.len();
-        let changed =
-            !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
-        if !changed {
-            result.revision = model.workspaces.get(workspace).map_or(0, |w| w.revision);
-            return Ok(result);
-        }
-        let revision = model.revision + 1;
-        next.revision = revision;
-        self.store.commit(revision, workspace, &next).await?;
-        model.revision = revision;
-        model.workspaces.insert(workspace.clone(), next);
-        result.revision = revision;
-        result.notified_sessions = self.notified(workspace, revision);
-        let snapshot = Arc::new(snapshot_of(model, workspace));
-        self.publish(snapshot);
-        self.counts_changed();
         Ok(result)
-    }
-
-    fn publish(&self, snapshot: Arc<RootsSnapshot>) {
-        if let Some(sender) = self
-            .channels
-            .lock()
-            .expect("channels lock")
-            .get(&snapshot.workspace)
-        {
-            sender.send_replace(snapshot.clone());
-        }
-        // No subscribers is the normal case, not an error.
-        let _ = self.feed.send(snapshot);
     }
 
     /// Subscribes to every change, for `watch`. Returns the revision the feed starts after.
     pub async fn subscribe_feed(&self) -> (u64, broadcast::Receiver<Arc<RootsSnapshot>>) {
-        let model = self.model.lock().await;
-        (model.revision, self.feed.subscribe())
+        let receiver = self.publisher.feed.subscribe();
+        (self.committed.read().expect("committed").revision, receiver)
     }
 
     /// Registers an MCP session and subscribes it to its workspace's snapshots.
     pub async fn register_session(&self, params: RegisterParams) -> Session<'_> {
         let receiver = {
-            let model = self.model.lock().await;
-            let mut channels = self.channels.lock().expect("channels lock");
+            let model = self.committed.read().expect("committed");
+            let mut channels = self.publisher.channels.lock().expect("channels lock");
             let sender = channels.entry(params.workspace.clone()).or_insert_with(|| {
                 watch::channel(Arc::new(snapshot_of(&model, &params.workspace))).0
             });
@@ -421,6 +402,118 @@ pub struct ClientGuard<'a>(&'a Registry);
 impl Drop for ClientGuard<'_> {
     fn drop(&mut self) {
         self.0.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
+fn plan_add(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
+) -> Plan<ChangeResult> {
+    let mut next = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    let mut result = empty_result(workspace);
+    for (name, uri, path) in canonical {
+        match next.roots.iter_mut().find(|r| r.uri == uri) {
+            Some(existing) if name.is_some() && existing.name != name => {
+                existing.name = name;
+                result.renamed.push(Root::from(&*existing));
+            }
+            Some(existing) => result.unchanged.push(Root::from(&*existing)),
+            None => {
+                // An unnamed root is named after its directory, as MCP clients usually do.
+                let root = Root {
+                    uri,
+                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
+                };
+                next.roots.push(StoredRootV1::from(&root));
+                result.added.push(root);
+            }
+        }
+    }
+    plan_change(pending, workspace, next, result)
+}
+
+/// The change removing what `targets` name from `workspace` in `pending`; refused if any
+/// target matches nothing or a name matches several roots.
+fn plan_remove(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    targets: &[RemoveTarget],
+) -> Result<Plan<ChangeResult>, RequestError> {
+    let current = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    // Every target is matched against the list as it was, so naming one root twice
+    // (`rootsctl remove app ./app`) removes it once.
+    let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let index = find_target(&current.roots, target, workspace)?;
+        if !doomed.contains(&index) {
+            doomed.push(index);
+        }
+    }
+    let mut result = empty_result(workspace);
+    result.removed = doomed
+        .iter()
+        .map(|&i| Root::from(&current.roots[i]))
+        .collect();
+    let mut next = current;
+    let mut index = 0;
+    next.roots.retain(|_| {
+        index += 1;
+        !doomed.contains(&(index - 1))
+    });
+    Ok(plan_change(pending, workspace, next, result))
+}
+
+/// `next` as the next revision of `workspace` if anything changed; else a no-op at the
+/// workspace's current revision.
+fn plan_change(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    mut next: StoredWorkspaceV1,
+    mut result: ChangeResult,
+) -> Plan<ChangeResult> {
+    result.total = next.roots.len();
+    let changed =
+        !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
+    if !changed {
+        result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
+        return Plan::Unchanged {
+            revision: result.revision,
+            reply: result,
+        };
+    }
+    let revision = pending.revision + 1;
+    next.revision = revision;
+    result.revision = revision;
+    Plan::Write(
+        Change {
+            revision,
+            workspace: workspace.clone(),
+            state: next,
+        },
+        result,
+    )
+}
+
+fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
+    ChangeResult {
+        workspace: workspace.clone(),
+        revision: 0,
+        added: Vec::new(),
+        renamed: Vec::new(),
+        unchanged: Vec::new(),
+        removed: Vec::new(),
+        total: 0,
+        notified_sessions: 0,
     }
 }
 

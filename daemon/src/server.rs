@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::error::StoreError;
 use crate::info::{Access, DaemonInfo};
 use crate::registry::Registry;
 
@@ -17,7 +18,8 @@ use crate::registry::Registry;
 pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// Serves `listener` until `shutdown` is cancelled, then waits for every connection to finish
-/// what it is doing and flushes the store.
+/// what it is doing and closes the store. An error means the store's final checkpoint failed
+/// (every acknowledged change is still in the journal); the daemon then exits non-zero.
 ///
 /// Connections that `info.access` does not admit (by default, those of any other user) are
 /// refused and logged. The caller owns the listener's socket file and removes it afterwards if
@@ -27,7 +29,7 @@ pub async fn run(
     registry: Arc<Registry>,
     info: DaemonInfo,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
+) -> Result<(), StoreError> {
     let info = Arc::new(info);
     let tracker = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -71,10 +73,20 @@ pub async fn run(
     );
     tracker.close();
     tracker.wait().await;
-    if let Err(err) = registry.store().flush().await {
-        tracing::error!(error = %err, "final flush failed");
+    // The last checkpoint syncs the journal and the database; it blocks, so it runs off the
+    // runtime's threads.
+    let closing = registry.clone();
+    match tokio::task::spawn_blocking(move || closing.close()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => {
+            tracing::error!(error = %error, "the final checkpoint failed");
+            Err(error)
+        }
+        Err(_) => Err(StoreError::Damaged(
+            "the final checkpoint did not finish; the journal holds every acknowledged change"
+                .to_owned(),
+        )),
     }
-    Ok(())
 }
 
 struct Peer {

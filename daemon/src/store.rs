@@ -1,9 +1,11 @@
-//! Persistence: the only module that knows sled exists.
+//! The database: the only module that knows sled exists.
 //!
 //! sled 0.34 is effectively unmaintained, so it stays behind this small API and could be replaced
 //! without touching anything else. Everything lives in one tree, so every change is one atomic
-//! batch, and every change is flushed to disk before [`Store::commit`] returns: the daemon
-//! acknowledges nothing that a crash could take back.
+//! batch. Durability is the journal's job ([`crate::journal`]): a change is applied here after
+//! it is acknowledged, and [`Store::checkpoint`] makes the database itself durable now and then
+//! (sled's flush, then `fdatasync` of its files and directory, since sled's own flush uses
+//! `sync_file_range`, which leaves the drive's cache and the file's metadata behind).
 //!
 //! Layout (one tree, `rootsd`):
 //!
@@ -17,10 +19,11 @@
 //! forcing a migration, and a migration never changes the wire.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use rootsd_proto::{Root, WorkspaceName};
-use serde::{Deserialize, Serialize};
+use rootsd_proto::WorkspaceName;
+
+use crate::model::{Change, Contents, StoredWorkspaceV1};
 
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
@@ -41,33 +44,14 @@ impl From<sled::Error> for StoreError {
     }
 }
 
-/// One workspace as stored.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredWorkspaceV1 {
-    /// The store revision of the last change to this workspace.
-    pub revision: u64,
-    pub roots: Vec<StoredRootV1>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredRootV1 {
-    pub uri: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-/// Everything in the store, as loaded at start-up.
-#[derive(Clone, Debug, Default)]
-pub struct Contents {
-    pub revision: u64,
-    pub workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
-}
-
 /// The open database.
 #[derive(Clone)]
 pub struct Store {
     db: sled::Db,
     tree: sled::Tree,
+    dir: PathBuf,
+    /// Whether the database had no schema when it was opened: new, or emptied.
+    fresh: bool,
 }
 
 impl Store {
@@ -76,6 +60,7 @@ impl Store {
     /// sled takes an exclusive lock on the directory, so the daemon must hold its own instance
     /// lock first to report a second instance clearly.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let existed = dir.join("db").exists();
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(8 << 20)
@@ -86,9 +71,28 @@ impl Store {
                 error: DbError(error),
             })?;
         let tree = db.open_tree("rootsd")?;
-        let store = Self { db, tree };
-        store.check_schema()?;
+        let mut store = Self {
+            db,
+            tree,
+            dir: dir.to_owned(),
+            fresh: false,
+        };
+        store.fresh = store.check_schema()?;
+        if !existed {
+            // sled created the directory and its files: make their names durable too.
+            store.checkpoint()?;
+        }
         Ok(store)
+    }
+
+    /// Whether the database held nothing, not even its schema, when it was opened: a new
+    /// database, or one whose contents were lost.
+    pub fn was_fresh(&self) -> bool {
+        self.fresh
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Opens like [`Store::open`], but waits up to `patience` for a previous `Store` of this
@@ -108,13 +112,14 @@ impl Store {
         }
     }
 
-    fn check_schema(&self) -> Result<(), StoreError> {
+    /// Checks the schema, writing it into a database that has none. Returns whether it had
+    /// none.
+    fn check_schema(&self) -> Result<bool, StoreError> {
         match self.tree.get(SCHEMA_KEY)? {
             None => {
                 self.tree
                     .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
-                self.tree.flush()?;
-                Ok(())
+                Ok(true)
             }
             Some(bytes) => {
                 let found = <[u8; 4]>::try_from(bytes.as_ref())
@@ -124,7 +129,7 @@ impl Store {
                         reason: format!("expected 4 bytes, found {}", bytes.len()),
                     })?;
                 if found == SCHEMA_VERSION {
-                    Ok(())
+                    Ok(false)
                 } else {
                     Err(StoreError::UnknownSchema { found })
                 }
@@ -164,61 +169,83 @@ impl Store {
         })
     }
 
-    /// Writes one workspace and the new store revision as one atomic batch, then flushes.
-    ///
-    /// Returns only once the change is on disk. On error nothing may be assumed written, and the
-    /// caller must not apply the change in memory.
-    pub async fn commit(
-        &self,
-        revision: u64,
-        workspace: &WorkspaceName,
-        contents: &StoredWorkspaceV1,
-    ) -> Result<(), StoreError> {
-        let mut key = WORKSPACE_PREFIX.to_vec();
-        key.extend_from_slice(workspace.as_str().as_bytes());
-        let value = serde_json::to_vec(contents).expect("stored types always serialise");
+    /// Applies `changes`, in order, as one atomic batch. Durable only after a checkpoint: the
+    /// journal holds them until then.
+    pub fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        let Some(last) = changes.last() else {
+            return Ok(());
+        };
         let mut batch = sled::Batch::default();
-        batch.insert(key, value);
-        batch.insert(REVISION_KEY, &revision.to_be_bytes());
+        for change in changes {
+            batch.insert(workspace_key(&change.workspace), encode(&change.state));
+        }
+        batch.insert(REVISION_KEY, &last.revision.to_be_bytes());
         self.tree.apply_batch(batch)?;
-        self.tree.flush_async().await?;
         Ok(())
     }
 
-    /// Flushes anything outstanding; called once at shutdown.
-    pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await?;
+    /// Makes the database hold exactly `contents`, as one atomic batch, and checkpoints it.
+    pub fn replace_all(&self, contents: &Contents) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for item in self.tree.scan_prefix(WORKSPACE_PREFIX) {
+            let (key, _) = item?;
+            batch.remove(key);
+        }
+        for (name, workspace) in &contents.workspaces {
+            batch.insert(workspace_key(name), encode(workspace));
+        }
+        batch.insert(REVISION_KEY, &contents.revision.to_be_bytes());
+        batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
+        self.tree.apply_batch(batch)?;
+        self.checkpoint()
+    }
+
+    /// Makes everything applied so far durable: sled's flush, then `fdatasync` of every file in
+    /// the database directory and `fsync` of the directory. Blocking; call it off the runtime.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        let io = |action: &'static str, path: &Path| {
+            let path = path.display().to_string();
+            move |error| StoreError::Sync {
+                action,
+                path,
+                error,
+            }
+        };
+        for entry in std::fs::read_dir(&self.dir).map_err(io("list", &self.dir))? {
+            let path = entry.map_err(io("list", &self.dir))?.path();
+            if path.is_file() {
+                std::fs::File::open(&path)
+                    .and_then(|f| f.sync_data())
+                    .map_err(io("sync", &path))?;
+            }
+        }
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync", &self.dir))?;
         Ok(())
     }
+}
+
+fn workspace_key(workspace: &WorkspaceName) -> Vec<u8> {
+    let mut key = WORKSPACE_PREFIX.to_vec();
+    key.extend_from_slice(workspace.as_str().as_bytes());
+    key
+}
+
+fn encode(workspace: &StoredWorkspaceV1) -> Vec<u8> {
+    serde_json::to_vec(workspace).expect("stored types always serialise")
 }
 
 /// Whether another handle holds the database's lock. sled takes `flock(LOCK_EX | LOCK_NB)` on
 /// `<dir>/db` and reports a failure only as text, so the lock is probed with the same call
 /// instead. `flock` locks belong to an open file, so the probe conflicts with sled's lock even
 /// within this process; the probe's own lock goes with its file at the end of this function.
-fn is_locked(dir: &Path) -> bool {
+pub(crate) fn is_locked(dir: &Path) -> bool {
     use rustix::fs::{FlockOperation, flock};
     std::fs::File::open(dir.join("db")).is_ok_and(|file| {
         flock(&file, FlockOperation::NonBlockingLockExclusive) == Err(rustix::io::Errno::WOULDBLOCK)
     })
-}
-
-impl From<&Root> for StoredRootV1 {
-    fn from(root: &Root) -> Self {
-        Self {
-            uri: root.uri.clone(),
-            name: root.name.clone(),
-        }
-    }
-}
-
-impl From<&StoredRootV1> for Root {
-    fn from(root: &StoredRootV1) -> Self {
-        Self {
-            uri: root.uri.clone(),
-            name: root.name.clone(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -231,23 +258,57 @@ mod tests {
         WorkspaceName::new(name).unwrap()
     }
 
-    #[tokio::test]
-    async fn commits_survive_reopening() {
+    #[test]
+    fn checkpointed_changes_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let contents = StoredWorkspaceV1 {
             revision: 3,
-            roots: vec![StoredRootV1 {
+            roots: vec![crate::model::StoredRootV1 {
                 uri: "file:///a".into(),
                 name: Some("a".into()),
             }],
         };
         {
             let store = Store::open(dir.path()).unwrap();
-            store.commit(3, &ws("work"), &contents).await.unwrap();
+            assert!(store.was_fresh());
+            store
+                .apply(&[Change {
+                    revision: 3,
+                    workspace: ws("work"),
+                    state: contents.clone(),
+                }])
+                .unwrap();
+            store.checkpoint().unwrap();
         }
-        let loaded = Store::reopen(dir.path(), PATIENCE).unwrap().load().unwrap();
+        let store = Store::reopen(dir.path(), PATIENCE).unwrap();
+        assert!(!store.was_fresh());
+        let loaded = store.load().unwrap();
         assert_eq!(loaded.revision, 3);
         assert_eq!(loaded.workspaces[&ws("work")], contents);
+    }
+
+    #[test]
+    fn replace_all_leaves_exactly_the_given_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let one = |revision| StoredWorkspaceV1 {
+            revision,
+            roots: Vec::new(),
+        };
+        store
+            .apply(&[Change {
+                revision: 1,
+                workspace: ws("old"),
+                state: one(1),
+            }])
+            .unwrap();
+        let mut contents = Contents {
+            revision: 5,
+            ..Contents::default()
+        };
+        contents.workspaces.insert(ws("new"), one(5));
+        store.replace_all(&contents).unwrap();
+        assert_eq!(store.load().unwrap(), contents);
     }
 
     #[test]

@@ -23,7 +23,6 @@
 //! `workspaces`, `subscribe_feed`); sessions are tested end to end.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use rootsd_proto::wire::{ChangeResult, RemoveTarget, RootsSnapshot, code};
 use rootsd_proto::{Root, WorkspaceName};
@@ -31,7 +30,6 @@ use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use super::Registry;
 use crate::error::RequestError;
-use crate::store::Store;
 
 /// Runs `ops` against a registry on a fresh store and compares the transcript with `expect`.
 ///
@@ -69,7 +67,7 @@ pub(super) fn check(ops: &str, expect: &str) {
 
 async fn transcript(ops: &str) -> String {
     let dir = tempfile::tempdir().expect("create a temp dir");
-    let mut registry = Registry::new(Store::open(dir.path()).expect("open the store"))
+    let mut registry = Registry::new(crate::reconcile::open(dir.path()).expect("open the store"))
         .expect("load the new store");
     let (_, mut feed) = registry.subscribe_feed().await;
     let mut out = String::new();
@@ -97,8 +95,8 @@ async fn transcript(ops: &str) -> String {
             "reopen" => {
                 drop(feed);
                 drop(registry);
-                let store = Store::reopen(dir.path(), Duration::from_secs(10)).expect("reopen");
-                registry = Registry::new(store).expect("load the reopened store");
+                let opened = crate::reconcile::open(dir.path()).expect("reopen");
+                registry = Registry::new(opened).expect("load the reopened store");
                 feed = registry.subscribe_feed().await.1;
                 let (revision, roots, workspaces) = registry.totals().await;
                 writeln!(

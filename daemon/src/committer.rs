@@ -1,0 +1,434 @@
+//! Group commit: every change is written to the journal, and one `fdatasync` on a thread of its
+//! own makes every change written so far durable at once, so that fifty writers at the same
+//! moment cost about one sync, not fifty. Only then is a change acknowledged, applied to the
+//! state readers see, handed to the database, and published.
+//!
+//! The writers' view ("pending": every change written, durable or not) and the readers' view
+//! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
+//! was to cover (and any written after them): the journal is cut back to its durable length,
+//! the pending view goes back to the committed one, and the store reports itself degraded until
+//! a later write succeeds, which heals it. The database is brought up to date after each sync
+//! and checkpointed when writes pause; a database that fails is reopened and rewritten from the
+//! committed view, while the journal keeps every acknowledged change safe meanwhile.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::oneshot;
+
+use crate::error::StoreError;
+use crate::journal::{self, Entry, Journal};
+use crate::model::{Change, Contents};
+use crate::store::Store;
+
+/// How long writes must pause before the database is checkpointed.
+const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
+/// Under sustained writes, the database is checkpointed after this many changes anyway, so that
+/// the journal stays short.
+const CHECKPOINT_AFTER_CHANGES: usize = 1000;
+
+/// How the store is doing, for `status` and `doctor`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Health {
+    #[default]
+    Ok,
+    /// Something failed; `problem` says what, and whether acknowledged changes are safe.
+    Degraded { problem: String, since_unix: u64 },
+}
+
+/// What a writer decided, under the writers' lock, against the pending view.
+pub enum Plan<T> {
+    /// Write `change`; `T` is what to tell the client once it is durable.
+    Write(Change, T),
+    /// Nothing to write: the pending view already holds what was asked, as of `revision`.
+    Unchanged { revision: u64, reply: T },
+}
+
+/// A change (or a no-op's dependency) on its way to stable storage.
+pub type Ticket = oneshot::Receiver<Result<(), StoreError>>;
+
+/// Called on the commit thread for each change once it is durable, in order, after the
+/// committed view holds it.
+pub type OnDurable = Box<dyn Fn(&Change, &Contents) + Send + Sync>;
+
+struct Written {
+    change: Change,
+    /// The writer, and any no-op that depends on this change.
+    waiters: Vec<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+struct State {
+    journal: Journal,
+    pending: Contents,
+    /// Written to the journal, not yet durable, in order.
+    unsynced: VecDeque<Written>,
+    durable_len: u64,
+    journal_problem: Option<(String, u64)>,
+    database_problem: Option<(String, u64)>,
+    /// Changes durable in the journal but not yet checkpointed in the database.
+    since_checkpoint: usize,
+    /// The database needs rewriting from the committed view (it failed to take a change).
+    database_stale: bool,
+    last_write: Instant,
+    closing: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    committed: Arc<RwLock<Contents>>,
+    /// `None` only while a failed database is being reopened.
+    store: Mutex<Option<Store>>,
+    on_durable: OnDurable,
+}
+
+/// The commit thread and what writers need to reach it.
+pub struct Committer {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<Result<(), StoreError>>>>,
+}
+
+impl Committer {
+    /// Starts committing into `journal` and `store`, both holding `contents`.
+    pub fn start(
+        journal: Journal,
+        store: Store,
+        contents: Contents,
+        committed: Arc<RwLock<Contents>>,
+        on_durable: OnDurable,
+    ) -> Result<Self, StoreError> {
+        let sync = journal.sync_handle().map_err(|error| StoreError::Journal {
+            action: "open",
+            path: journal.path().display().to_string(),
+            error,
+        })?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                durable_len: journal.len(),
+                journal,
+                pending: contents,
+                unsynced: VecDeque::new(),
+                journal_problem: None,
+                database_problem: None,
+                since_checkpoint: 0,
+                database_stale: false,
+                last_write: Instant::now(),
+                closing: false,
+            }),
+            wake: Condvar::new(),
+            committed,
+            store: Mutex::new(Some(store)),
+            on_durable,
+        });
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("rootsd-commit".to_owned())
+                .spawn(move || run(&shared, &sync))
+                .map_err(|error| StoreError::Journal {
+                    action: "start the commit thread for",
+                    path: "the journal".to_owned(),
+                    error,
+                })?
+        };
+        Ok(Self {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Decides a change with `plan` against the pending view and, if there is one, writes it to
+    /// the journal. Returns the plan's reply and a ticket that resolves once the state the reply
+    /// describes is durable (or failed to become so).
+    ///
+    /// `plan` runs under the writers' lock: it must be quick and must not block.
+    pub fn write<T, E>(
+        &self,
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, E>,
+    ) -> Result<(T, Option<Ticket>), E>
+    where
+        E: From<StoreError>,
+    {
+        let mut state = self.shared.state.lock().expect("commit state");
+        match plan(&state.pending)? {
+            Plan::Unchanged { revision, reply } => {
+                // The reply describes the pending view; it holds only once that is durable.
+                let ticket = state
+                    .unsynced
+                    .iter_mut()
+                    .rev()
+                    .find(|w| w.change.revision <= revision)
+                    .map(|written| {
+                        let (sender, receiver) = oneshot::channel();
+                        written.waiters.push(sender);
+                        receiver
+                    });
+                Ok((reply, ticket))
+            }
+            Plan::Write(change, reply) => {
+                debug_assert_eq!(change.revision, state.pending.revision + 1);
+                if let Err(error) = state.journal.append(&Entry::Change(change.clone())) {
+                    let problem = format!(
+                        "writing to the journal {} failed: {error}",
+                        state.journal.path().display()
+                    );
+                    state.journal_problem.get_or_insert((problem, unix_now()));
+                    return Err(StoreError::Journal {
+                        action: "write",
+                        path: state.journal.path().display().to_string(),
+                        error,
+                    }
+                    .into());
+                }
+                state.pending.apply(&change);
+                state.last_write = Instant::now();
+                let (sender, receiver) = oneshot::channel();
+                state.unsynced.push_back(Written {
+                    change,
+                    waiters: vec![sender],
+                });
+                self.shared.wake.notify_one();
+                Ok((reply, Some(receiver)))
+            }
+        }
+    }
+
+    /// How the store is doing.
+    pub fn health(&self) -> Health {
+        let state = self.shared.state.lock().expect("commit state");
+        match state
+            .journal_problem
+            .as_ref()
+            .or(state.database_problem.as_ref())
+        {
+            None => Health::Ok,
+            Some((problem, since)) => Health::Degraded {
+                problem: problem.clone(),
+                since_unix: *since,
+            },
+        }
+    }
+
+    /// Makes everything durable, checkpoints the database, and stops the commit thread. An
+    /// error means the last checkpoint failed (acknowledged changes are still in the journal).
+    pub fn close(&self) -> Result<(), StoreError> {
+        {
+            let mut state = self.shared.state.lock().expect("commit state");
+            state.closing = true;
+            self.shared.wake.notify_one();
+        }
+        match self.thread.lock().expect("commit thread").take() {
+            Some(thread) => thread.join().unwrap_or_else(|_| {
+                Err(StoreError::Damaged(
+                    "the commit thread panicked; the journal holds every acknowledged change"
+                        .to_owned(),
+                ))
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+/// The commit thread: syncs what writers wrote, publishes it, and checkpoints when idle.
+fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
+    let mut state = shared.state.lock().expect("commit state");
+    loop {
+        if state.unsynced.is_empty() {
+            if state.closing {
+                drop(state);
+                return checkpoint(shared, true);
+            }
+            let idle = state.last_write.elapsed();
+            if (state.since_checkpoint > 0 || state.database_stale) && idle >= CHECKPOINT_AFTER_IDLE
+            {
+                drop(state);
+                let _ = checkpoint(shared, false);
+                state = shared.state.lock().expect("commit state");
+                continue;
+            }
+            let wait = if state.since_checkpoint > 0 || state.database_stale {
+                CHECKPOINT_AFTER_IDLE.saturating_sub(idle)
+            } else {
+                Duration::from_secs(3600)
+            };
+            state = shared
+                .wake
+                .wait_timeout(state, wait)
+                .expect("commit state")
+                .0;
+            continue;
+        }
+        // Everything written so far rides on this one sync; writers keep appending meanwhile
+        // and wait for the next.
+        let target = state.journal.len();
+        let count = state.unsynced.len();
+        drop(state);
+        let synced = sync.sync_data();
+        state = shared.state.lock().expect("commit state");
+        match synced {
+            Ok(()) => {
+                state.durable_len = target;
+                state.journal_problem = None;
+                let batch: Vec<Written> = state.unsynced.drain(..count).collect();
+                state.since_checkpoint += batch.len();
+                drop(state);
+                publish(shared, batch);
+                state = shared.state.lock().expect("commit state");
+                if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
+                    || state.journal.len() > journal::COMPACT_AFTER
+                {
+                    drop(state);
+                    let _ = checkpoint(shared, false);
+                    state = shared.state.lock().expect("commit state");
+                }
+            }
+            Err(error) => {
+                let problem = format!(
+                    "syncing the journal {} failed: {error}; the changes it held were refused and nothing acknowledged is lost",
+                    state.journal.path().display()
+                );
+                tracing::error!("{problem}");
+                state.journal_problem.get_or_insert((problem, unix_now()));
+                let durable = state.durable_len;
+                if let Err(cut) = state.journal.truncate(durable) {
+                    tracing::error!(error = %cut, "could not cut the journal back to its durable length");
+                }
+                let failed: Vec<Written> = state.unsynced.drain(..).collect();
+                state.pending = shared.committed.read().expect("committed").clone();
+                for written in failed {
+                    for waiter in written.waiters {
+                        let _ = waiter.send(Err(StoreError::Journal {
+                            action: "sync",
+                            path: state.journal.path().display().to_string(),
+                            error: std::io::Error::new(error.kind(), error.to_string()),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Applies durable changes to the committed view and the database, publishes them, and
+/// acknowledges their writers, in order.
+fn publish(shared: &Shared, batch: Vec<Written>) {
+    let changes: Vec<Change> = batch.iter().map(|w| w.change.clone()).collect();
+    for written in &batch {
+        let snapshot = {
+            let mut committed = shared.committed.write().expect("committed");
+            committed.apply(&written.change);
+            committed.clone()
+        };
+        (shared.on_durable)(&written.change, &snapshot);
+    }
+    let applied = match shared.store.lock().expect("store").as_ref() {
+        Some(store) => store.apply(&changes),
+        None => Ok(()),
+    };
+    if let Err(error) = applied {
+        let mut state = shared.state.lock().expect("commit state");
+        note_database_problem(&mut state, &error);
+    }
+    for written in batch {
+        for waiter in written.waiters {
+            let _ = waiter.send(Ok(()));
+        }
+    }
+}
+
+fn note_database_problem(state: &mut State, error: &StoreError) {
+    let problem = format!(
+        "the database could not take a change ({error}); every acknowledged change is safe in the journal, and rootsd rewrites the database once it can"
+    );
+    tracing::error!("{problem}");
+    state.database_problem.get_or_insert((problem, unix_now()));
+    state.database_stale = true;
+}
+
+/// Makes the database durable up to the committed revision and records that in the journal;
+/// rewrites a database that failed, and compacts a long journal. `last`: at shutdown, where the
+/// journal is synced too and a failure is the caller's to report.
+fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
+    let stale = shared.state.lock().expect("commit state").database_stale;
+    let committed = shared.committed.read().expect("committed").clone();
+    let done = {
+        let mut store = shared.store.lock().expect("store");
+        if stale {
+            reopen(&mut store).and_then(|store| store.replace_all(&committed))
+        } else {
+            match store.as_ref() {
+                Some(store) => store.checkpoint(),
+                None => Err(StoreError::Damaged(
+                    "the database could not be reopened".to_owned(),
+                )),
+            }
+        }
+    };
+    let mut state = shared.state.lock().expect("commit state");
+    if let Err(error) = done {
+        note_database_problem(&mut state, &error);
+        state.since_checkpoint = 0;
+        return Err(error);
+    }
+    state.database_stale = false;
+    state.database_problem = None;
+    state.since_checkpoint = 0;
+    let path = state.journal.path().to_owned();
+    let journal_error = |action: &'static str| {
+        let path = path.display().to_string();
+        move |error| StoreError::Journal {
+            action,
+            path,
+            error,
+        }
+    };
+    if state.unsynced.is_empty() && state.journal.len() > journal::COMPACT_AFTER {
+        // Nothing is in flight, so the pending view is the committed one: the journal can start
+        // afresh from it.
+        let fresh = Journal::create(&path, &committed, committed.revision)
+            .map_err(journal_error("compact"))?;
+        state.durable_len = fresh.len();
+        state.journal = fresh;
+        return Ok(());
+    }
+    if state.unsynced.is_empty() {
+        state
+            .journal
+            .append(&Entry::Checkpoint(committed.revision))
+            .map_err(journal_error("write"))?;
+        if last {
+            state.journal.sync().map_err(journal_error("sync"))?;
+        }
+        state.durable_len = state.journal.len();
+    }
+    Ok(())
+}
+
+/// Replaces a database handle that failed with a fresh one on the same directory.
+fn reopen(slot: &mut Option<Store>) -> Result<&Store, StoreError> {
+    let dir = match slot.take() {
+        // sled lets go of its directory only once every handle is gone.
+        Some(old) => old.dir().to_owned(),
+        None => return Err(StoreError::Damaged("the database has no handle".to_owned())),
+    };
+    let fresh = Store::reopen(&dir, Duration::from_secs(10));
+    match fresh {
+        Ok(store) => Ok(slot.insert(store)),
+        Err(error) => Err(error),
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,480 @@
+//! The journal: every acknowledged change, checksummed, on stable storage before the change is
+//! acknowledged.
+//!
+//! It is the store's durability and its witness. A change is acknowledged once its record is
+//! written here and `fdatasync`ed; the database ([`crate::store`]) is brought up to date after,
+//! and checkpointed now and then. At start the two are compared ([`crate::reconcile`]): a
+//! database that lost changes or was damaged is caught up from the journal or refused, never
+//! served short.
+//!
+//! The file is text, one record per line: eight hex digits of the CRC-32 of the JSON that
+//! follows, a space, the JSON, a newline. It starts with a snapshot of everything and then holds
+//! changes (each the whole new state of one workspace) and checkpoints (the database is durable
+//! up to a revision). When it grows past [`COMPACT_AFTER`] it is rewritten as one snapshot.
+//! A last line without its newline is a write that never completed (and so was never
+//! acknowledged) and is dropped; any other line that does not check out is damage.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use rootsd_proto::WorkspaceName;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Change, Contents, StoredWorkspaceV1};
+
+/// The journal's file name in the state directory.
+pub const FILE_NAME: &str = "roots.journal";
+
+/// Past this size the journal is rewritten as a single snapshot.
+pub const COMPACT_AFTER: u64 = 1 << 20;
+
+/// One record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Snapshot(Contents),
+    Change(Change),
+    /// The database is on stable storage up to this revision.
+    Checkpoint(u64),
+}
+
+/// A record as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum RecordV1 {
+    Snapshot {
+        revision: u64,
+        workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+    },
+    Change {
+        revision: u64,
+        workspace: WorkspaceName,
+        state: StoredWorkspaceV1,
+    },
+    Checkpoint {
+        revision: u64,
+    },
+}
+
+/// Why a journal cannot be trusted, with where.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} (byte {offset}) {reason}")]
+pub struct Damage {
+    pub line: usize,
+    pub offset: u64,
+    pub reason: String,
+}
+
+/// What reading a journal found.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The snapshot the journal starts from.
+    pub base: Contents,
+    /// The changes after it, in order.
+    pub changes: Vec<Change>,
+    /// The highest revision the database was checkpointed at.
+    pub checkpoint: u64,
+    /// Bytes of whole, valid records: where the next record goes.
+    pub valid_len: u64,
+    /// Bytes of a last record that was never completed, dropped.
+    pub torn: u64,
+    /// The first damaged record, if any; everything before it is in `base` and `changes`.
+    pub damage: Option<Damage>,
+}
+
+impl Replay {
+    /// The state after every valid record.
+    pub fn contents(&self) -> Contents {
+        self.at(u64::MAX)
+    }
+
+    /// The state at `revision` (or the newest before it); the base snapshot if `revision` is
+    /// older than it.
+    pub fn at(&self, revision: u64) -> Contents {
+        let mut contents = self.base.clone();
+        for change in self.changes.iter().take_while(|c| c.revision <= revision) {
+            contents.apply(change);
+        }
+        contents
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.changes
+            .last()
+            .map_or(self.base.revision, |c| c.revision)
+    }
+}
+
+/// One record as a line.
+pub fn encode(entry: &Entry) -> Vec<u8> {
+    let record = match entry {
+        Entry::Snapshot(contents) => RecordV1::Snapshot {
+            revision: contents.revision,
+            workspaces: contents.workspaces.clone(),
+        },
+        Entry::Change(change) => RecordV1::Change {
+            revision: change.revision,
+            workspace: change.workspace.clone(),
+            state: change.state.clone(),
+        },
+        Entry::Checkpoint(revision) => RecordV1::Checkpoint {
+            revision: *revision,
+        },
+    };
+    let json = serde_json::to_vec(&record).expect("records always serialise");
+    let mut line = format!("{:08x} ", crc32fast::hash(&json)).into_bytes();
+    line.extend_from_slice(&json);
+    line.push(b'\n');
+    line
+}
+
+fn decode(line: &[u8]) -> Result<Entry, String> {
+    let (crc, json) = match (line.get(..8), line.get(8), line.get(9..)) {
+        (Some(crc), Some(b' '), Some(json)) => (crc, json),
+        _ => return Err("is not a journal record".to_owned()),
+    };
+    let expected = std::str::from_utf8(crc)
+        .ok()
+        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        .ok_or("has no checksum")?;
+    if crc32fast::hash(json) != expected {
+        return Err("fails its checksum".to_owned());
+    }
+    let record: RecordV1 =
+        serde_json::from_slice(json).map_err(|e| format!("does not parse: {e}"))?;
+    Ok(match record {
+        RecordV1::Snapshot {
+            revision,
+            workspaces,
+        } => Entry::Snapshot(Contents {
+            revision,
+            workspaces,
+        }),
+        RecordV1::Change {
+            revision,
+            workspace,
+            state,
+        } => Entry::Change(Change {
+            revision,
+            workspace,
+            state,
+        }),
+        RecordV1::Checkpoint { revision } => Entry::Checkpoint(revision),
+    })
+}
+
+/// Replays journal `bytes`. Never fails: damage is reported in [`Replay::damage`], with
+/// everything valid before it.
+pub fn replay(bytes: &[u8]) -> Replay {
+    let mut replay = Replay {
+        base: Contents::default(),
+        changes: Vec::new(),
+        checkpoint: 0,
+        valid_len: 0,
+        torn: 0,
+        damage: None,
+    };
+    let mut offset = 0usize;
+    let mut line_number = 0usize;
+    while offset < bytes.len() {
+        let Some(end) = memchr_newline(&bytes[offset..]) else {
+            // A last record without its newline never finished being written.
+            let rest = &bytes[offset..];
+            replay.torn = rest.len() as u64;
+            break;
+        };
+        line_number += 1;
+        let line = &bytes[offset..offset + end];
+        let damage = |reason: String| Damage {
+            line: line_number,
+            offset: offset as u64,
+            reason,
+        };
+        let entry = match decode(line) {
+            Ok(entry) => entry,
+            Err(reason) => {
+                replay.damage = Some(damage(reason));
+                break;
+            }
+        };
+        let current = replay.revision();
+        let fits = match (&entry, line_number) {
+            (Entry::Snapshot(_), 1) => Ok(()),
+            (_, 1) => Err("is not the snapshot a journal starts with".to_owned()),
+            (Entry::Snapshot(_), _) => Err("is a second snapshot".to_owned()),
+            (Entry::Change(change), _) if change.revision != current + 1 => Err(format!(
+                "holds revision {} after revision {current}: changes are missing",
+                change.revision
+            )),
+            (Entry::Checkpoint(revision), _) if *revision > current => Err(format!(
+                "checkpoints revision {revision}, which the journal has not reached ({current})"
+            )),
+            _ => Ok(()),
+        };
+        if let Err(reason) = fits {
+            replay.damage = Some(damage(reason));
+            break;
+        }
+        match entry {
+            Entry::Snapshot(contents) => {
+                replay.checkpoint = contents.revision;
+                replay.base = contents;
+            }
+            Entry::Change(change) => replay.changes.push(change),
+            Entry::Checkpoint(revision) => replay.checkpoint = replay.checkpoint.max(revision),
+        }
+        offset += end + 1;
+        replay.valid_len = offset as u64;
+    }
+    replay
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// Reads the journal at `path`; `None` if there is none.
+pub fn read(path: &Path) -> io::Result<Option<Replay>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(replay(&bytes))),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The open journal, appended to by the writer and synced by the committer.
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl Journal {
+    /// Writes a new journal holding `contents` (checkpointed at `checkpoint`) in place of any
+    /// old one: to a temporary file, synced, renamed over, and the directory synced, so that a
+    /// crash leaves the old journal or the new one, never a mix.
+    pub fn create(path: &Path, contents: &Contents, checkpoint: u64) -> io::Result<Self> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let temporary = path.with_extension("journal.new");
+        let mut bytes = encode(&Entry::Snapshot(contents.clone()));
+        if checkpoint > contents.revision {
+            return Err(io::Error::other(
+                "a checkpoint cannot be ahead of the snapshot",
+            ));
+        }
+        bytes.extend_from_slice(&encode(&Entry::Checkpoint(checkpoint)));
+        {
+            let file = private_file(&temporary, true)?;
+            file.write_all_at(&bytes, 0)?;
+            file.sync_all()?;
+        }
+        fs::rename(&temporary, path)?;
+        sync_dir(dir)?;
+        let file = private_file(path, false)?;
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            len: bytes.len() as u64,
+        })
+    }
+
+    /// Opens an existing journal for appending after its `valid_len` bytes, cutting off a torn
+    /// last record.
+    pub fn open(path: &Path, valid_len: u64) -> io::Result<Self> {
+        let file = private_file(path, false)?;
+        if file.metadata()?.len() != valid_len {
+            file.set_len(valid_len)?;
+            file.sync_all()?;
+        }
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            len: valid_len,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of whole records.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `entry` after the last record. Not durable until [`Journal::sync`].
+    pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
+        let line = encode(entry);
+        if let Err(error) = self.file.write_all_at(&line, self.len) {
+            // A partial record must not stay in front of the next one.
+            let _ = self.file.set_len(self.len);
+            return Err(error);
+        }
+        self.len += line.len() as u64;
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable (`fdatasync`).
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// A second handle on the file, for syncing it from another thread while appends go on.
+    pub fn sync_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// Cuts the journal back to `len` bytes (dropping records that failed to become durable)
+    /// and syncs.
+    pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.sync_data()?;
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// Opens (or creates, mode 0600) a file of the journal.
+fn private_file(path: &Path, truncate: bool) -> io::Result<File> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Makes the directory's entries (a new or renamed file) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StoredRootV1;
+
+    fn ws(name: &str) -> WorkspaceName {
+        WorkspaceName::new(name).unwrap()
+    }
+
+    fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
+        Change {
+            revision,
+            workspace: ws(workspace),
+            state: StoredWorkspaceV1 {
+                revision,
+                roots: uris
+                    .iter()
+                    .map(|u| StoredRootV1 {
+                        uri: (*u).to_owned(),
+                        name: None,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    fn journal(entries: &[Entry]) -> Vec<u8> {
+        entries.iter().flat_map(encode).collect()
+    }
+
+    fn base() -> Entry {
+        Entry::Snapshot(Contents::default())
+    }
+
+    #[test]
+    fn records_round_trip_and_replay_in_order() {
+        let bytes = journal(&[
+            base(),
+            Entry::Change(change(1, "a", &["file:///x"])),
+            Entry::Change(change(2, "b", &["file:///y"])),
+            Entry::Checkpoint(2),
+            Entry::Change(change(3, "a", &[])),
+        ]);
+        let replay = replay(&bytes);
+        assert_eq!(replay.damage, None);
+        assert_eq!(replay.revision(), 3);
+        assert_eq!(replay.checkpoint, 2);
+        assert_eq!(replay.valid_len, bytes.len() as u64);
+        assert_eq!(replay.contents().root_count(), 1);
+        assert_eq!(replay.at(2).root_count(), 2);
+        assert_eq!(replay.at(1).workspaces.len(), 1);
+    }
+
+    #[test]
+    fn an_unfinished_last_record_is_dropped_not_damage() {
+        let whole = journal(&[base(), Entry::Change(change(1, "a", &["file:///x"]))]);
+        let mut bytes = whole.clone();
+        let next = encode(&Entry::Change(change(2, "a", &["file:///z"])));
+        bytes.extend_from_slice(&next[..next.len() - 5]);
+        let replay = replay(&bytes);
+        assert_eq!(replay.damage, None);
+        assert_eq!(replay.revision(), 1);
+        assert_eq!(replay.valid_len, whole.len() as u64);
+        assert_eq!(replay.torn, (next.len() - 5) as u64);
+    }
+
+    #[test]
+    fn a_flipped_byte_anywhere_in_a_whole_record_is_damage() {
+        let bytes = journal(&[
+            base(),
+            Entry::Change(change(1, "a", &["file:///x"])),
+            Entry::Change(change(2, "a", &["file:///x", "file:///y"])),
+        ]);
+        let first_line = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+        for at in first_line..bytes.len() - 1 {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            if damaged[at] == b'\n' {
+                continue;
+            }
+            let replay = replay(&damaged);
+            assert!(replay.damage.is_some(), "flip at {at} went unnoticed");
+            assert!(replay.revision() < 2, "flip at {at}: {replay:?}");
+        }
+    }
+
+    #[test]
+    fn gaps_second_snapshots_and_a_missing_snapshot_are_damage() {
+        for entries in [
+            vec![base(), Entry::Change(change(2, "a", &[]))],
+            vec![base(), base()],
+            vec![Entry::Change(change(1, "a", &[]))],
+            vec![base(), Entry::Checkpoint(4)],
+        ] {
+            let replay = replay(&journal(&entries));
+            assert!(replay.damage.is_some(), "{entries:?}");
+        }
+    }
+
+    #[test]
+    fn create_then_append_then_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut journal = Journal::create(&path, &Contents::default(), 0).unwrap();
+        journal
+            .append(&Entry::Change(change(1, "a", &["file:///x"])))
+            .unwrap();
+        journal.sync().unwrap();
+        let len = journal.len();
+        let replay = read(&path).unwrap().unwrap();
+        assert_eq!(replay.revision(), 1);
+        assert_eq!(replay.valid_len, len);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        journal.append(&Entry::Checkpoint(1)).unwrap();
+        journal.truncate(len).unwrap();
+        assert_eq!(read(&path).unwrap().unwrap().valid_len, len);
+    }
+}

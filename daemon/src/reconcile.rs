@@ -1,0 +1,279 @@
+//! Start-up: the database and the journal compared before anything is served.
+//!
+//! The journal holds every acknowledged change; the database holds the same, up to its last
+//! checkpoint at least. At start they must agree, or the database must be the journal's state
+//! at some revision no older than that checkpoint (a crash between acknowledging changes and
+//! checkpointing them), in which case the journal's later changes are applied to it. Anything
+//! else is damage, and rootsd refuses to start, naming what it found, rather than serve a
+//! shortened store: [`recover`] (`rootsd --recover`) then rebuilds the damaged part from the
+//! sound one, keeping the damaged files beside the new ones.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::StoreError;
+use crate::journal::{self, Entry, Journal, Replay};
+use crate::model::Contents;
+use crate::store::Store;
+
+/// The database's directory in the state directory.
+pub const DB_DIR: &str = "db";
+
+/// A store ready to serve.
+pub struct Opened {
+    pub store: Store,
+    pub journal: Journal,
+    pub contents: Contents,
+    pub outcome: Outcome,
+}
+
+/// What opening found and did, for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Database and journal agree.
+    Consistent,
+    /// A new store.
+    New,
+    /// A database from a rootsd without a journal: the journal was started from it.
+    Migrated,
+    /// The database missed the journal's last changes (a crash before a checkpoint); they were
+    /// applied to it.
+    CaughtUp { changes: usize },
+    /// `--recover` rebuilt one from the other.
+    Recovered {
+        from: &'static str,
+        kept: Vec<PathBuf>,
+    },
+}
+
+impl Outcome {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Consistent => "the database and the journal agree".to_owned(),
+            Self::New => "a new store".to_owned(),
+            Self::Migrated => "started a journal from the database of an earlier rootsd".to_owned(),
+            Self::CaughtUp { changes } => format!(
+                "applied the journal's last {changes} change(s), acknowledged before rootsd stopped, to the database"
+            ),
+            Self::Recovered { from, kept } => format!(
+                "rebuilt the store from the {from}; the damaged files are kept at {}",
+                kept.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// Opens the store in `state_dir`, refusing a damaged one.
+pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
+    let journal_path = state_dir.join(journal::FILE_NAME);
+    let replay = journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
+    // Within one process (tests, `--recover`) sled may still be letting go of a database just
+    // closed; another process cannot hold it, as the instance lock keeps rootsd single.
+    let store = match Store::reopen(&state_dir.join(DB_DIR), Duration::from_secs(10)) {
+        Ok(store) => store,
+        Err(error) if replay.as_ref().is_some_and(|r| r.damage.is_none()) => {
+            return Err(damaged(
+                state_dir,
+                &format!("the database could not be read ({error})"),
+                "journal",
+            ));
+        }
+        Err(error) => return Err(error),
+    };
+    let Some(replay) = replay else {
+        return start_journal(state_dir, store);
+    };
+    if let Some(damage) = &replay.damage {
+        return Err(damaged(
+            state_dir,
+            &format!(
+                "the journal {} is damaged at {damage}; its valid part ends at revision {}",
+                journal_path.display(),
+                replay.revision()
+            ),
+            "database",
+        ));
+    }
+    let from_journal = replay.contents();
+    if store.was_fresh() && from_journal.revision > 0 {
+        return Err(damaged(
+            state_dir,
+            &format!(
+                "the database is empty, but the journal holds {}",
+                from_journal.describe()
+            ),
+            "journal",
+        ));
+    }
+    let in_database = match store.load() {
+        Ok(contents) => contents,
+        Err(error) => {
+            return Err(damaged(
+                state_dir,
+                &format!("the database could not be read ({error})"),
+                "journal",
+            ));
+        }
+    };
+    if in_database == from_journal {
+        let journal = Journal::open(&journal_path, replay.valid_len)
+            .map_err(journal_error("open", &journal_path))?;
+        return Ok(Opened {
+            store,
+            journal,
+            contents: from_journal,
+            outcome: Outcome::Consistent,
+        });
+    }
+    let behind = in_database.revision < from_journal.revision
+        && in_database.revision >= replay.checkpoint
+        && in_database == replay.at(in_database.revision);
+    if !behind {
+        let why = if in_database.revision < replay.checkpoint {
+            format!(
+                "the database holds {}, but it was checkpointed at revision {}, so it lost changes it had stored; the journal holds {}",
+                in_database.describe(),
+                replay.checkpoint,
+                from_journal.describe()
+            )
+        } else {
+            format!(
+                "the database holds {}, which is not what the journal holds at that revision (the journal holds {})",
+                in_database.describe(),
+                from_journal.describe()
+            )
+        };
+        return Err(damaged(state_dir, &why, "journal"));
+    }
+    let missing: Vec<_> = replay
+        .changes
+        .iter()
+        .filter(|c| c.revision > in_database.revision)
+        .cloned()
+        .collect();
+    store.apply(&missing)?;
+    store.checkpoint()?;
+    let mut journal = Journal::open(&journal_path, replay.valid_len)
+        .map_err(journal_error("open", &journal_path))?;
+    journal
+        .append(&Entry::Checkpoint(from_journal.revision))
+        .and_then(|()| journal.sync())
+        .map_err(journal_error("write", &journal_path))?;
+    Ok(Opened {
+        store,
+        journal,
+        contents: from_journal,
+        outcome: Outcome::CaughtUp {
+            changes: missing.len(),
+        },
+    })
+}
+
+/// Rebuilds a damaged store: the database from a sound journal, or, when the journal is the
+/// damaged part, the journal from the database (or from the journal's valid part, whichever is
+/// newer). The damaged files are renamed, not deleted.
+pub fn recover(state_dir: &Path) -> Result<Opened, StoreError> {
+    let journal_path = state_dir.join(journal::FILE_NAME);
+    let db_dir = state_dir.join(DB_DIR);
+    let replay: Option<Replay> =
+        journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
+    let journal_sound = replay.as_ref().is_some_and(|r| r.damage.is_none());
+    let database = Store::open(&db_dir).and_then(|store| {
+        let contents = store.load()?;
+        Ok((store, contents))
+    });
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut kept = Vec::new();
+    let (contents, from) = match (&replay, database) {
+        (Some(replay), database) if journal_sound => {
+            drop(database);
+            (replay.contents(), "journal")
+        }
+        (replay, Ok((store, in_database))) => {
+            let valid = replay.as_ref().map(Replay::contents);
+            drop(store);
+            match valid {
+                Some(valid) if valid.revision > in_database.revision => {
+                    (valid, "journal's undamaged part")
+                }
+                _ => (in_database, "database"),
+            }
+        }
+        (Some(replay), Err(_)) => (replay.contents(), "journal's undamaged part"),
+        (None, Err(error)) => return Err(error),
+    };
+    if from.starts_with("journal") {
+        // The database is rebuilt: move the old one aside once sled has let go of it.
+        wait_until_released(&db_dir);
+        if db_dir.exists() {
+            let aside = state_dir.join(format!("{DB_DIR}.damaged-{stamp}"));
+            std::fs::rename(&db_dir, &aside).map_err(journal_error("move aside", &db_dir))?;
+            kept.push(aside);
+        }
+    }
+    if from != "journal" && journal_path.exists() {
+        let aside = state_dir.join(format!("{}.damaged-{stamp}", journal::FILE_NAME));
+        std::fs::rename(&journal_path, &aside)
+            .map_err(journal_error("move aside", &journal_path))?;
+        kept.push(aside);
+    }
+    let store = Store::reopen(&db_dir, Duration::from_secs(10))?;
+    store.replace_all(&contents)?;
+    let journal = Journal::create(&journal_path, &contents, contents.revision)
+        .map_err(journal_error("write", &journal_path))?;
+    Ok(Opened {
+        store,
+        journal,
+        contents,
+        outcome: Outcome::Recovered { from, kept },
+    })
+}
+
+/// A store without a journal: new, or written by a rootsd that kept none.
+fn start_journal(state_dir: &Path, store: Store) -> Result<Opened, StoreError> {
+    let path = state_dir.join(journal::FILE_NAME);
+    let fresh = store.was_fresh();
+    let contents = store.load()?;
+    store.checkpoint()?;
+    let journal = Journal::create(&path, &contents, contents.revision)
+        .map_err(journal_error("create", &path))?;
+    Ok(Opened {
+        store,
+        journal,
+        outcome: if fresh {
+            Outcome::New
+        } else {
+            Outcome::Migrated
+        },
+        contents,
+    })
+}
+
+fn damaged(state_dir: &Path, why: &str, source: &str) -> StoreError {
+    StoreError::Damaged(format!(
+        "the store in {dir} is damaged, so rootsd did not start and served nothing: {why}. With rootsd stopped, run `rootsd --recover --state-dir {dir}` to rebuild it from the {source}; the damaged files are kept beside the new ones",
+        dir = state_dir.display()
+    ))
+}
+
+fn journal_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.display().to_string();
+    move |error| StoreError::Journal {
+        action,
+        path,
+        error,
+    }
+}
+
+/// sled releases its directory lock from a background thread after the last handle goes.
+fn wait_until_released(db_dir: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while crate::store::is_locked(db_dir) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
