@@ -8,7 +8,7 @@ use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
     ListWorkspaces, RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, SessionInfo, Status,
-    WaitForSessions, WaitParams, Watch, WatchParams, WorkspaceParams,
+    StoreState, WaitForSessions, WaitParams, Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -259,6 +259,20 @@ pub async fn status(target: &Target, args: JsonArg, out: &mut impl Write) -> any
         vec!["workspaces:".into(), s.workspaces.to_string()],
         vec!["clients:".into(), s.clients.to_string()],
         vec!["sessions:".into(), s.sessions.to_string()],
+        vec![
+            "store:".into(),
+            match s.store.state {
+                StoreState::Ok => "ok".to_owned(),
+                StoreState::Degraded => format!(
+                    "DEGRADED{}: {}",
+                    s.store
+                        .since_unix
+                        .map(|t| format!(" since {}", output::unix_time(t)))
+                        .unwrap_or_default(),
+                    s.store.problem.as_deref().unwrap_or("a write failed")
+                ),
+            },
+        ],
     ];
     Ok(table(out, &rows)?)
 }

@@ -71,6 +71,33 @@ pub fn duration(secs: u64) -> String {
     }
 }
 
+/// Seconds since the Unix epoch as a UTC time, `2026-11-30T17:01:07Z`.
+pub fn unix_time(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rest = secs % 86_400;
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +114,13 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "NAME         PATH\na-long-name  /x\n"
         );
+    }
+
+    #[test]
+    fn unix_times_are_utc_dates() {
+        assert_eq!(unix_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(unix_time(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(unix_time(1_796_037_667), "2026-11-30T11:21:07Z");
     }
 
     #[test]

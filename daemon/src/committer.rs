@@ -72,6 +72,8 @@ struct State {
     since_checkpoint: usize,
     /// The database needs rewriting from the committed view (it failed to take a change).
     database_stale: bool,
+    /// The revision the journal last recorded a checkpoint at.
+    checkpointed: u64,
     last_write: Instant,
     closing: bool,
 }
@@ -115,6 +117,7 @@ impl Committer {
                 database_problem: None,
                 since_checkpoint: 0,
                 database_stale: false,
+                checkpointed: 0,
                 last_write: Instant::now(),
                 closing: false,
             }),
@@ -398,13 +401,15 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
             .map_err(journal_error("compact"))?;
         state.durable_len = fresh.len();
         state.journal = fresh;
+        state.checkpointed = committed.revision;
         return Ok(());
     }
-    if state.unsynced.is_empty() {
+    if state.unsynced.is_empty() && state.checkpointed < committed.revision {
         state
             .journal
             .append(&Entry::Checkpoint(committed.revision))
             .map_err(journal_error("write"))?;
+        state.checkpointed = committed.revision;
         if last {
             state.journal.sync().map_err(journal_error("sync"))?;
         }

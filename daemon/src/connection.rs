@@ -14,14 +14,15 @@ use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
     Method, Notification, RegisterResult, RegisterSession, RemoveRoots, Request, Response,
-    RootsChanged, RootsSnapshot, SessionsResult, Status, StatusResult, UpdateSession,
-    WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult, code,
+    RootsChanged, RootsSnapshot, SessionsResult, Status, StatusResult, StoreHealth, StoreState,
+    UpdateSession, WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult, code,
 };
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
+use crate::committer::Health;
 use crate::error::RequestError;
 use crate::info::DaemonInfo;
 use crate::registry::{Registry, Session};
@@ -307,6 +308,17 @@ impl<'a> ConnectionState<'a> {
             workspaces,
             clients: self.registry.clients(),
             sessions: self.registry.session_count(),
+            store: match self.registry.store_health() {
+                Health::Ok => StoreHealth::default(),
+                Health::Degraded {
+                    problem,
+                    since_unix,
+                } => StoreHealth {
+                    state: StoreState::Degraded,
+                    problem: Some(problem),
+                    since_unix: Some(since_unix),
+                },
+            },
         }
     }
 

@@ -334,9 +334,9 @@ impl Journal {
     /// and syncs.
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
-        self.file.sync_data()?;
+        // The next record goes at `len` whether or not this sync succeeds.
         self.len = len;
-        Ok(())
+        self.file.sync_data()
     }
 }
 

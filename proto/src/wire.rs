@@ -348,6 +348,31 @@ pub struct StatusResult {
     /// Connected clients, this one included.
     pub clients: usize,
     pub sessions: usize,
+    /// How the store is doing.
+    #[serde(default)]
+    pub store: StoreHealth,
+}
+
+/// Whether the store takes changes as it should.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreHealth {
+    pub state: StoreState,
+    /// What failed, and whether acknowledged changes are safe; only when degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Since when (seconds since the Unix epoch); only when degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_unix: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreState {
+    #[default]
+    Ok,
+    /// A write failed: changes are refused, or the database lags the journal. rootsd retries
+    /// with every change and heals once writes succeed.
+    Degraded,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

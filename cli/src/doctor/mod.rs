@@ -6,8 +6,8 @@
 //! database: what it knows about the state it learns from the daemon and from `stat`.
 //!
 //! This module runs the checks and prints the report; each check is its own module:
-//! `locate` (which socket, and why), `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd`
-//! and `sessions`.
+//! `locate` (which socket, and why), `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd`,
+//! `store` and `sessions`.
 
 mod daemon;
 mod locate;
@@ -15,6 +15,7 @@ mod sessions;
 mod socket;
 mod socket_dir;
 mod state_dir;
+mod store;
 mod systemd;
 
 use std::fs;
@@ -143,6 +144,7 @@ pub async fn diagnose(
     let shared = fs::symlink_metadata(socket).is_ok_and(|m| m.uid() != me.uid);
     checks.push(state_dir::check(env, daemon.status.as_ref(), me, shared));
     checks.push(systemd::check(systemd, socket, env));
+    checks.push(store::check(daemon.status.as_ref()));
     checks.push(sessions::check(daemon.status.as_ref()));
     Report {
         ok: checks.iter().all(|c| c.outcome != Outcome::Fail),
