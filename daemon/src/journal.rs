@@ -228,6 +228,15 @@ pub fn replay(bytes: &[u8]) -> Replay {
         offset += end + 1;
         replay.valid_len = offset as u64;
     }
+    if line_number == 0 && replay.damage.is_none() {
+        // A journal is created whole (written aside, then renamed into place), so one without
+        // even its first record lost everything in it.
+        replay.damage = Some(Damage {
+            line: 1,
+            offset: 0,
+            reason: "is missing: the journal holds no record at all".to_owned(),
+        });
+    }
     replay
 }
 
@@ -440,6 +449,13 @@ mod tests {
             assert!(replay.damage.is_some(), "flip at {at} went unnoticed");
             assert!(replay.revision() < 2, "flip at {at}: {replay:?}");
         }
+    }
+
+    #[test]
+    fn an_empty_journal_or_one_without_a_whole_record_is_damage() {
+        assert!(replay(b"").damage.is_some());
+        let first = encode(&base());
+        assert!(replay(&first[..first.len() - 1]).damage.is_some());
     }
 
     #[test]

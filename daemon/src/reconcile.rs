@@ -180,8 +180,7 @@ pub fn recover(state_dir: &Path) -> Result<Opened, StoreError> {
     let db_dir = state_dir.join(DB_DIR);
     let replay: Option<Replay> =
         journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
-    let journal_sound = replay.as_ref().is_some_and(|r| r.damage.is_none());
-    let database = Store::open(&db_dir).and_then(|store| {
+    let database = Store::reopen(&db_dir, Duration::from_secs(10)).and_then(|store| {
         let contents = store.load()?;
         Ok((store, contents))
     });
@@ -189,22 +188,27 @@ pub fn recover(state_dir: &Path) -> Result<Opened, StoreError> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut kept = Vec::new();
-    let (contents, from) = match (&replay, database) {
-        (Some(replay), database) if journal_sound => {
-            drop(database);
-            (replay.contents(), "journal")
-        }
-        (replay, Ok((store, in_database))) => {
-            let valid = replay.as_ref().map(Replay::contents);
+    // Whichever holds the newer state wins: a damaged database loses changes (its revision
+    // falls behind the journal's), and a journal loses its tail (its revision falls behind the
+    // database's); neither can invent a later revision.
+    let from_journal = replay.as_ref().map(|r| (r.contents(), r.damage.is_none()));
+    let (contents, from) = match (from_journal, database) {
+        (Some((journal, sound)), Ok((store, in_database))) => {
             drop(store);
-            match valid {
-                Some(valid) if valid.revision > in_database.revision => {
-                    (valid, "journal's undamaged part")
-                }
-                _ => (in_database, "database"),
+            if in_database.revision > journal.revision {
+                (in_database, "database")
+            } else if sound {
+                (journal, "journal")
+            } else {
+                (journal, "journal's undamaged part")
             }
         }
-        (Some(replay), Err(_)) => (replay.contents(), "journal's undamaged part"),
+        (Some((journal, true)), Err(_)) => (journal, "journal"),
+        (Some((journal, false)), Err(_)) => (journal, "journal's undamaged part"),
+        (None, Ok((store, in_database))) => {
+            drop(store);
+            (in_database, "database")
+        }
         (None, Err(error)) => return Err(error),
     };
     if from.starts_with("journal") {

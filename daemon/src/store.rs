@@ -64,7 +64,9 @@ impl Store {
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(8 << 20)
-            .flush_every_ms(Some(1000))
+            // Durability is the journal's, and checkpoints are the commit thread's: sled's own
+            // timed flush would only compete with the journal's syncs for the disk.
+            .flush_every_ms(None)
             .open()
             .map_err(|error| StoreError::Open {
                 path: dir.display().to_string(),

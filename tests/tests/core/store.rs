@@ -177,6 +177,36 @@ fn a_damaged_journal_is_refused_and_recover_rebuilds_it_from_the_database() {
 }
 
 #[test]
+fn a_journal_emptied_or_cut_short_is_refused_and_recover_keeps_the_newer_database() {
+    for cut in ["empty", "last records"] {
+        let sb = Sandbox::new();
+        let daemon = sb.start_daemon();
+        let added = add_roots(&sb, 20);
+        stop(daemon);
+        let journal = sb.state.join("roots.journal");
+        let bytes = std::fs::read(&journal).unwrap();
+        let keep = match cut {
+            "empty" => 0,
+            // Whole records only: what survives looks like a sound, shorter journal.
+            _ => {
+                let ends: Vec<usize> = bytes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'\n')
+                    .map(|(i, _)| i + 1)
+                    .collect();
+                ends[ends.len() / 2]
+            }
+        };
+        std::fs::write(&journal, &bytes[..keep]).unwrap();
+        refused_start(&sb);
+        recover(&sb);
+        let _daemon = sb.start_daemon();
+        assert_eq!(listed(&sb), added, "journal cut: {cut}");
+    }
+}
+
+#[test]
 fn a_crash_before_the_database_is_checkpointed_loses_no_acknowledged_root() {
     for round in 0..3 {
         let sb = Sandbox::new();
