@@ -97,8 +97,13 @@ fn main() {
     };
     let wall = started.elapsed().as_secs_f64();
     let mode_name = if quick { "quick" } else { "full" };
+    let build = if cfg!(debug_assertions) {
+        "; a debug build, so these figures say nothing about rootsd's speed"
+    } else {
+        ""
+    };
     let table = format!(
-        "rootsd-bench ({mode_name}, {} cores, {wall:.0} s)\n\n{}\n{}",
+        "rootsd-bench ({mode_name}, {} cores, {wall:.0} s{build})\n\n{}\n{}",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         report::table(&rows),
         report::notes(&rows)

@@ -171,6 +171,7 @@ pub fn json(rows: &[Row], mode: &str, wall_secs: f64) -> Value {
     json!({
         "benchmark": "rootsd-bench",
         "mode": mode,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "wall_seconds": wall_secs,
         "rows": rows.iter().map(|row| json!({
