@@ -88,6 +88,7 @@ fn main() {
     }
     let mode = Mode { quick };
     let started = Instant::now();
+    let load_before = load_average();
     let rows = match run(mode, only.as_deref()) {
         Ok(rows) => rows,
         Err(err) => {
@@ -96,6 +97,7 @@ fn main() {
         }
     };
     let wall = started.elapsed().as_secs_f64();
+    let load = [load_before, load_average()];
     let mode_name = if quick { "quick" } else { "full" };
     let build = if cfg!(debug_assertions) {
         "; a debug build, so these figures say nothing about rootsd's speed"
@@ -103,8 +105,10 @@ fn main() {
         ""
     };
     let table = format!(
-        "rootsd-bench ({mode_name}, {} cores, {wall:.0} s{build})\n\n{}\n{}",
+        "rootsd-bench ({mode_name}, {} cores, {wall:.0} s, load average {:.1} → {:.1}{build})\n\n{}\n{}",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load[0],
+        load[1],
         report::table(&rows),
         report::notes(&rows)
     );
@@ -112,7 +116,7 @@ fn main() {
         eprintln!("{table}");
         println!(
             "{}",
-            serde_json::to_string_pretty(&report::json(&rows, mode_name, wall))
+            serde_json::to_string_pretty(&report::json(&rows, mode_name, wall, load))
                 .expect("JSON always serialises")
         );
     } else {
@@ -193,6 +197,15 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
         rows.extend(startup::measure(&sandbox, mode, roots)?);
     }
     Ok(rows)
+}
+
+/// The one-minute load average: how much else the machine was doing, for the reader of the
+/// results (ratios hold up under load better than absolute figures, but not entirely).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// Raises the soft descriptor limit to the hard one (children inherit it), and fails clearly

@@ -167,13 +167,14 @@ pub fn notes(rows: &[Row]) -> String {
 }
 
 /// The results as JSON: one object per row with numeric fields and units.
-pub fn json(rows: &[Row], mode: &str, wall_secs: f64) -> Value {
+pub fn json(rows: &[Row], mode: &str, wall_secs: f64, load: [f64; 2]) -> Value {
     json!({
         "benchmark": "rootsd-bench",
         "mode": mode,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "wall_seconds": wall_secs,
+        "load_average": {"start": load[0], "end": load[1]},
         "rows": rows.iter().map(|row| json!({
             "id": row.id,
             "what": row.what,

@@ -89,10 +89,11 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
             limit: Some(theirs),
             limit_what: "limit-fanout with no listeners: spawn, bind, answer a line".into(),
             samples,
-            target: Target::rootsd_at_most(COLD_START_BUDGET_MS),
-            note: Some(format!(
-                "state dir with one workspace; target: keep today's ~20 ms (budget {COLD_START_BUDGET_MS} ms)"
-            )),
+            target: Target::ratio_at_most(COLD_START_RATIO),
+            note: Some(
+                "state dir with one workspace; target: keep today's figure (~20 ms in the issue), as a ratio so that machine load cancels out"
+                    .into(),
+            ),
         },
         Row {
             id: "proxy_start_added".into(),
@@ -103,17 +104,20 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
             limit_what: "limit-relay's added start-up (both minus the server started directly)"
                 .into(),
             samples,
-            target: Target::rootsd_at_most(PROXY_START_BUDGET_MS),
+            target: Target::ratio_at_most(PROXY_START_RATIO),
             note: Some(format!(
-                "server alone {direct:.2} ms; target: keep today's ~6 ms (budget {PROXY_START_BUDGET_MS} ms)"
+                "server alone {direct:.2} ms; target: keep today's figure (~6 ms in the issue), as a ratio so that machine load cancels out"
             )),
         },
     ])
 }
 
-/// "Keep them" in the issue: today's figures (~20 ms, ~6 ms) with room for a noisy machine.
-const COLD_START_BUDGET_MS: f64 = 25.0;
-const PROXY_START_BUDGET_MS: f64 = 8.0;
+/// "Keep them", says the issue of today's start-up figures. Absolute milliseconds move with the
+/// machine's load (a busy 2-core machine doubles them), so the targets are today's ratios
+/// against the limits (cold start 3.7–7, proxy 1.6–2.4 over the runs in docs/BENCHMARKS.md)
+/// with room for noise: a regression well beyond that is what they catch.
+const COLD_START_RATIO: f64 = 8.0;
+const PROXY_START_RATIO: f64 = 3.0;
 
 /// Spawns `cmd` and returns the milliseconds until a connection to `socket` gets an answer to
 /// `line` that `answered` accepts. The process is stopped with SIGTERM afterwards (not timed).
