@@ -1,0 +1,112 @@
+//! The durable-change rows. One writer: a raw `roots.add` round trip (acknowledged only once on
+//! disk) against the limit, appending 100 bytes to a file on the state directory's filesystem
+//! and calling fdatasync. Many writers: 50 connections sending one `roots.add` each at once,
+//! until the last is acknowledged, against one `roots.add` alone. Turns alternate so that both
+//! sides see the same disk and the same neighbours.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt as _;
+use std::time::Instant;
+
+use anyhow::{Context, Result, ensure};
+use rootsd_tests::{Sandbox, bench_wire};
+
+use crate::Mode;
+use crate::procs::{Control, quantile, uri_of};
+use crate::report::{Row, Target};
+
+const WRITERS: usize = 50;
+/// What the limit appends per change: about the size of one small workspace's record.
+const RECORD: &[u8; 100] = &[b'r'; 100];
+
+pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
+    let rounds: usize = if mode.quick { 100 } else { 300 };
+    // Every fifth round also times the 50 concurrent writers.
+    let concurrent_every = 5;
+    eprintln!(
+        "  {rounds} single roots.add and fdatasync, {} rounds of {WRITERS} concurrent roots.add",
+        rounds / concurrent_every
+    );
+
+    // One workspace and one root per writer, so that every change is the same small record.
+    let mut writers = Vec::with_capacity(WRITERS);
+    for k in 0..WRITERS {
+        let dir = sandbox.mkdir(&format!("durable/{k}"));
+        let workspace = format!("durable-{k}");
+        let uri = uri_of(&dir);
+        let mut control = Control::connect(&sandbox.socket)?;
+        control.call(&bench_wire::add(1, &workspace, &uri, "start"))?;
+        writers.push((control, workspace, uri));
+    }
+
+    let limit_dir = sandbox.path().join("limit-fsync");
+    std::fs::create_dir_all(&limit_dir)?;
+    ensure!(
+        std::fs::metadata(&limit_dir)?.dev() == std::fs::metadata(&sandbox.state)?.dev(),
+        "the fdatasync limit must run on the state directory's filesystem"
+    );
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(limit_dir.join("log"))
+        .context("open the fdatasync limit's file")?;
+
+    let (mut single, mut fsync, mut concurrent) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let name = format!("round-{round:05}");
+        let (control, workspace, uri) = &mut writers[0];
+        let start = Instant::now();
+        control.call(&bench_wire::add(2, workspace, uri, &name))?;
+        single.push(start.elapsed().as_secs_f64() * 1e6);
+
+        let start = Instant::now();
+        log.write_all(RECORD)?;
+        log.sync_data().context("fdatasync")?;
+        fsync.push(start.elapsed().as_secs_f64() * 1e6);
+
+        if round.is_multiple_of(concurrent_every) {
+            let start = Instant::now();
+            for (control, workspace, uri) in &mut writers {
+                control.send(&bench_wire::add(3, workspace, uri, &format!("{name}-c")))?;
+            }
+            for (control, _, _) in &mut writers {
+                control.expect_success()?;
+            }
+            concurrent.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+
+    let single_p50 = quantile(&mut single, 0.5);
+    let single_p99 = quantile(&mut single, 0.99);
+    let fsync_p99 = quantile(&mut fsync, 0.99);
+    let concurrent_p99 = quantile(&mut concurrent, 0.99);
+    Ok(vec![
+        Row {
+            id: "durable_add_p50".into(),
+            what: "roots.add acknowledged (durable), one writer, p50".into(),
+            unit: "µs",
+            rootsd: single_p50,
+            limit: Some(quantile(&mut fsync, 0.5)),
+            limit_what: "append 100 bytes + fdatasync, same filesystem as the state dir".into(),
+            samples: rounds,
+            target: Target::ratio_at_most(2.0),
+            note: Some(format!(
+                "p99: rootsd {single_p99:.0} µs, limit {fsync_p99:.0} µs"
+            )),
+        },
+        Row {
+            id: "durable_add_concurrent".into(),
+            what: format!("{WRITERS} concurrent roots.add, all acknowledged, p50"),
+            unit: "µs",
+            rootsd: quantile(&mut concurrent, 0.5),
+            limit: Some(single_p50),
+            limit_what: "one roots.add alone (rootsd, same run): the target is group commit".into(),
+            samples: concurrent.len(),
+            target: Target::ratio_at_most(3.0),
+            note: Some(format!(
+                "{WRITERS} connections, each renaming a root of its own workspace; p99 {concurrent_p99:.0} µs"
+            )),
+        },
+    ])
+}
