@@ -22,7 +22,7 @@ pub fn register(id: u64, workspace: &str, label: &str, pid: u32) -> String {
     request(
         id,
         "session.register",
-        json!({"workspace": workspace, "label": label, "pid": pid, "list_changed": true}),
+        json!({"workspace": workspace, "label": label, "pid": pid, "state": {"list_changed": true}}),
     )
 }
 
