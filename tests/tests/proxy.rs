@@ -10,6 +10,8 @@ mod host;
 #[path = "proxy/support.rs"]
 mod support;
 
+#[path = "proxy/backpressure.rs"]
+mod backpressure;
 #[path = "proxy/bare_env.rs"]
 mod bare_env;
 #[path = "proxy/batch.rs"]

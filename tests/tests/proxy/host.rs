@@ -205,6 +205,14 @@ impl Proxy {
         self.unread.push_back((message, line));
     }
 
+    /// The next line from the proxy as it came, neither parsed nor kept: for output too large to
+    /// keep, read after everything else was taken.
+    #[track_caller]
+    pub fn next_raw_line(&mut self) -> Vec<u8> {
+        assert!(self.unread.is_empty(), "messages were left unread");
+        self.recv_line(Instant::now() + PATIENCE, "line")
+    }
+
     /// The response to `id`, with its line as received; other messages stay unread.
     #[track_caller]
     pub fn response_with_line(&mut self, id: &Value) -> (Value, String) {
