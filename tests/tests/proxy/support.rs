@@ -28,6 +28,13 @@ pub fn filesystem_server() -> Vec<OsString> {
     npm_peer(&CHECKED, "server-filesystem", &[])
 }
 
+/// The command that runs the pinned `@modelcontextprotocol/server-everything` over stdio. Fails
+/// the test if node or the npm package is missing.
+pub fn everything_server() -> Vec<OsString> {
+    static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    npm_peer(&CHECKED, "server-everything", &["stdio"])
+}
+
 /// `node ENTRY ARGS…` for the `@modelcontextprotocol/PACKAGE` installed in tests/interop, checked
 /// once per test process (`checked`).
 fn npm_peer(
