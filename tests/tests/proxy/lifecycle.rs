@@ -216,7 +216,8 @@ fn a_grandchild_holding_the_servers_stdout_does_not_keep_the_proxy_running() {
 
 #[test]
 fn a_proxy_killed_with_sigkill_takes_its_server_with_it() {
-    let mut fake = quiet_session(&[]);
+    // Without the death signal this server would live on: it outlives the end of its stdin.
+    let mut fake = quiet_session(&["--linger"]);
     let (sb, proxy) = (&fake.sb, &mut fake.proxy);
     let server = reported_pid(proxy, "pid");
     let cmdline = std::fs::read(format!("/proc/{server}/cmdline")).unwrap_or_default();
