@@ -175,6 +175,18 @@ impl FakeLog {
         })
     }
 
+    /// Waits until the last answer to the fake's `roots/list` carries `roots` (a daemon's list):
+    /// `add --wait` returns once the proxy has answered, maybe before the fake read the answer.
+    #[track_caller]
+    pub fn wait_for_fetch_of(&self, roots: &Value) -> Vec<Value> {
+        let result = json!({ "roots": roots });
+        self.wait_for(&format!("a fetch of {roots}"), |m| {
+            roots_answers(m)
+                .last()
+                .is_some_and(|a| a["result"] == result)
+        })
+    }
+
     /// Polls the log until `done` holds for its lines (as [`FakeLog::byte_lines`] has them);
     /// returns them then.
     #[track_caller]
