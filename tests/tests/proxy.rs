@@ -1,18 +1,35 @@
 //! End-to-end tests of `rootsctl proxy`: a stdio MCP server behind rootsd, driven by a test that
-//! plays the host. Interop tests run the real reference filesystem server (node, installed with
-//! `npm ci --prefix tests/interop`); the others run a scripted fake server
-//! (tests/fixtures/fake_mcp_server.py, Python 3) that logs every message it receives.
+//! plays the host. Interop tests run real servers from npm, the reference filesystem server and
+//! server-everything (node, installed with `npm ci --prefix tests/interop`); the others run a
+//! scripted fake server (tests/fixtures/fake_mcp_server.py, Python 3) that logs every line it
+//! receives, byte for byte.
 //!
 //! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
 
+#[path = "proxy/host.rs"]
+mod host;
 #[path = "proxy/support.rs"]
 mod support;
 
+#[path = "proxy/backpressure.rs"]
+mod backpressure;
 #[path = "proxy/bare_env.rs"]
 mod bare_env;
+#[path = "proxy/batch.rs"]
+mod batch;
+#[path = "proxy/eras.rs"]
+mod eras;
+#[path = "proxy/everything.rs"]
+mod everything;
 #[path = "proxy/fake.rs"]
 mod fake;
 #[path = "proxy/interop.rs"]
 mod interop;
 #[path = "proxy/lifecycle.rs"]
 mod lifecycle;
+#[path = "proxy/lines.rs"]
+mod lines;
+#[path = "proxy/modern.rs"]
+mod modern;
+#[path = "proxy/passthrough.rs"]
+mod passthrough;

@@ -7,8 +7,9 @@ use rootsd_tests::{PATIENCE, eventually};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeLog, FakeSession, FakeSetup, MODERN_VERSION, Proxy, add_wait, assert_exit, ctl,
-    daemon_roots, fake_server, is_method, is_response_to, list_changed_count, modern_meta, show,
+    FakeLog, FakeSession, FakeSetup, MODERN_VERSION, Proxy, add_wait, assert_exit, calls_of,
+    caps_with_roots, ctl, daemon_roots, emit, fake_server, is_method, is_response_to,
+    list_changed_count, modern_call, modern_meta, roots_answers, round_trip, show,
     wait_for_no_sessions, wait_for_session,
 };
 
@@ -37,53 +38,6 @@ fn one_root(scenario: &str) -> FakeSession {
             ..FakeSetup::default()
         },
     )
-}
-
-/// The `tools/call` requests the fake received for tool `name`, in order.
-fn calls_of(messages: &[Value], name: &str) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| is_method(m, "tools/call") && m["params"]["name"] == json!(name))
-        .cloned()
-        .collect()
-}
-
-/// The fake's responses from the proxy to its `roots/list` requests, in order.
-fn roots_answers(messages: &[Value]) -> Vec<Value> {
-    messages
-        .iter()
-        .filter(|m| m.get("method").is_none() && m.get("id").is_some())
-        .cloned()
-        .collect()
-}
-
-/// A 2026-07-28 `tools/call` with a chosen id.
-fn modern_call(id: Value, tool: &str, arguments: Value) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments, "_meta": modern_meta()},
-    })
-}
-
-/// The capabilities the fake must see in a modern request: the host's, plus `roots: {}`.
-fn caps_with_roots() -> Value {
-    let mut caps = modern_meta()["io.modelcontextprotocol/clientCapabilities"].clone();
-    caps["roots"] = json!({});
-    caps
-}
-
-/// Sends `test/emit`: the fake writes `message` to the proxy as it is.
-fn emit(proxy: &mut Proxy, message: Value) {
-    proxy.notify("test/emit", json!({"message": message}));
-}
-
-/// A round trip through proxy and fake: everything sent before it has been handled by the fake
-/// once this returns.
-fn round_trip(proxy: &mut Proxy) {
-    let response = proxy.call_tool("echo", json!({"sync": true}));
-    assert!(response.get("result").is_some(), "{response}");
 }
 
 /// Asserts that the host saw no server-initiated message (roots/list, cancellations, …).

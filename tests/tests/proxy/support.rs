@@ -1,13 +1,11 @@
-//! Helpers shared by the proxy tests: a host's end of `rootsctl proxy`, the two MCP servers it
-//! runs (the real filesystem server and the scripted fake), and small polling helpers.
+//! Helpers shared by the proxy tests: the MCP servers the proxy runs (the real npm peers and the
+//! scripted fake), what the fake received, the fake-server fixture, and small polling helpers.
+//! The host's end of the proxy is [`crate::host`].
 
-use std::collections::{BTreeSet, VecDeque};
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use rootsd_tests::{Daemon, PATIENCE, Sandbox, eventually, output_within};
@@ -27,9 +25,27 @@ fn package_dir() -> &'static Path {
 /// line: it gets them only as roots). Fails the test if node or the npm package is missing.
 pub fn filesystem_server() -> Vec<OsString> {
     static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let checked = CHECKED.get_or_init(|| {
-        let entry = package_dir()
-            .join("interop/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    npm_peer(&CHECKED, "server-filesystem", &[])
+}
+
+/// The command that runs the pinned `@modelcontextprotocol/server-everything` over stdio. Fails
+/// the test if node or the npm package is missing.
+pub fn everything_server() -> Vec<OsString> {
+    static CHECKED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    npm_peer(&CHECKED, "server-everything", &["stdio"])
+}
+
+/// `node ENTRY ARGS…` for the `@modelcontextprotocol/PACKAGE` installed in tests/interop, checked
+/// once per test process (`checked`).
+fn npm_peer(
+    checked: &OnceLock<Result<PathBuf, String>>,
+    package: &str,
+    args: &[&str],
+) -> Vec<OsString> {
+    let checked = checked.get_or_init(|| {
+        let entry = package_dir().join(format!(
+            "interop/node_modules/@modelcontextprotocol/{package}/dist/index.js"
+        ));
         let node = Command::new("node")
             .arg("--version")
             .stdin(Stdio::null())
@@ -39,7 +55,7 @@ pub fn filesystem_server() -> Vec<OsString> {
             _ => {
                 return Err(
                     "node is not installed or does not run; the interop tests need it and the \
-                     npm peer: install node, then run `npm ci --prefix tests/interop` \
+                     npm peers: install node, then run `npm ci --prefix tests/interop` \
                      (scripts/test does)"
                         .to_owned(),
                 );
@@ -54,7 +70,11 @@ pub fn filesystem_server() -> Vec<OsString> {
         Ok(entry)
     });
     match checked {
-        Ok(entry) => vec!["node".into(), entry.clone().into_os_string()],
+        Ok(entry) => {
+            let mut command = vec!["node".into(), entry.clone().into_os_string()];
+            command.extend(args.iter().map(OsString::from));
+            command
+        }
         Err(message) => panic!("{message}"),
     }
 }
@@ -105,17 +125,29 @@ impl FakeLog {
         }
     }
 
-    /// Every complete line received so far, as received.
-    pub fn raw_lines(&self) -> Vec<String> {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
+    /// Every complete line received so far, byte for byte (a CR before the newline included),
+    /// without its newline.
+    pub fn byte_lines(&self) -> Vec<Vec<u8>> {
+        let Ok(bytes) = std::fs::read(&self.path) else {
             return Vec::new();
         };
         // A line still being written has no newline yet.
-        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        complete
-            .lines()
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+            return Vec::new();
+        };
+        bytes[..end]
+            .split(|&b| b == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    /// Every complete, non-empty line received so far, as text (lines that are not UTF-8 shown
+    /// lossily).
+    pub fn raw_lines(&self) -> Vec<String> {
+        self.byte_lines()
+            .iter()
             .filter(|line| !line.is_empty())
-            .map(str::to_owned)
+            .map(|line| String::from_utf8_lossy(line).into_owned())
             .collect()
     }
 
@@ -142,6 +174,60 @@ impl FakeLog {
             }
         })
     }
+
+    /// Waits until the last answer to the fake's `roots/list` carries `roots` (a daemon's list):
+    /// `add --wait` returns once the proxy has answered, maybe before the fake read the answer.
+    #[track_caller]
+    pub fn wait_for_fetch_of(&self, roots: &Value) -> Vec<Value> {
+        let result = json!({ "roots": roots });
+        self.wait_for(&format!("a fetch of {roots}"), |m| {
+            roots_answers(m)
+                .last()
+                .is_some_and(|a| a["result"] == result)
+        })
+    }
+
+    /// Polls the log until `done` holds for its lines (as [`FakeLog::byte_lines`] has them);
+    /// returns them then.
+    #[track_caller]
+    pub fn wait_for_lines(&self, what: &str, done: impl Fn(&[Vec<u8>]) -> bool) -> Vec<Vec<u8>> {
+        eventually(&format!("the fake server to see {what}"), PATIENCE, || {
+            let lines = self.byte_lines();
+            if done(&lines) {
+                Ok(lines)
+            } else {
+                Err(format!("it received:\n{}", show_lines(&lines)))
+            }
+        })
+    }
+
+    /// Waits until the fake has received exactly `line` (the proxy forwarded it unchanged).
+    #[track_caller]
+    pub fn wait_for_line(&self, line: &str) {
+        self.wait_for_lines(&format!("the line {line}"), |lines| {
+            lines.iter().any(|l| l == line.as_bytes())
+        });
+    }
+}
+
+/// Byte lines, one per line and shown lossily, for failure messages.
+pub fn show_lines(lines: &[Vec<u8>]) -> String {
+    lines
+        .iter()
+        .map(|line| {
+            let text = String::from_utf8_lossy(line);
+            if text.len() > 2000 {
+                format!(
+                    "{}… ({} bytes)",
+                    &text[..text.floor_char_boundary(2000)],
+                    line.len()
+                )
+            } else {
+                format!("{text:?}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Messages, one per line, for failure messages.
@@ -253,270 +339,7 @@ impl FakeSession {
     }
 }
 
-/// The host's side of one `rootsctl proxy`: writes MCP lines to its stdin, reads its stdout.
-pub struct Proxy {
-    pub child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-    stderr_done: Receiver<()>,
-    /// Messages read but not yet taken by [`Proxy::response`] or [`Proxy::next_message`].
-    unread: VecDeque<Value>,
-    /// Every message the host received, in order.
-    pub received: Vec<Value>,
-    next_id: i64,
-}
-
-impl Proxy {
-    /// Starts `rootsctl proxy OPTIONS -- COMMAND…` for the sandbox (autostart off).
-    pub fn spawn(sb: &Sandbox, options: &[&str], command: &[OsString]) -> Self {
-        let mut cmd = sb.rootsctl();
-        cmd.arg("proxy").args(options).arg("--").args(command);
-        Self::spawn_command(cmd)
-    }
-
-    /// Starts `cmd`, which must run a `rootsctl proxy` (with whatever environment the test
-    /// gives it), as a host would.
-    pub fn spawn_command(mut cmd: Command) -> Self {
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn rootsctl proxy");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr_pipe = child.stderr.take().expect("stderr is piped");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (done, stderr_done) = mpsc::channel();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr_pipe);
-            let mut line = String::new();
-            while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
-                sink.lock().unwrap().push_str(&line);
-                line.clear();
-            }
-            let _ = done.send(());
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            stderr,
-            stderr_done,
-            unread: VecDeque::new(),
-            received: Vec::new(),
-            next_id: 1,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Everything the proxy and its server wrote to stderr so far.
-    pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// A fresh request id (integers from 1; tests that choose their own use other values).
-    pub fn id(&mut self) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        json!(id)
-    }
-
-    /// Writes one message as one line.
-    pub fn send(&mut self, message: &Value) {
-        self.send_raw(&serde_json::to_string(message).expect("serialise"));
-    }
-
-    /// Writes `text` and a newline, as they are.
-    pub fn send_raw(&mut self, text: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin is still open");
-        let mut line = text.as_bytes().to_vec();
-        line.push(b'\n');
-        stdin
-            .write_all(&line)
-            .and_then(|()| stdin.flush())
-            .unwrap_or_else(|e| panic!("write to the proxy: {e}\nstderr: {}", self.stderr()));
-    }
-
-    pub fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request with a fresh id; returns the id.
-    pub fn send_request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.id();
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// Sends a request and waits for its response.
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send_request(method, params);
-        self.response(&id)
-    }
-
-    /// Reads one more line from the proxy into `unread`, waiting until `deadline`.
-    fn read_one(&mut self, deadline: Instant, what: &str) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(left) {
-            Ok(line) => {
-                let message: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("the proxy wrote a non-JSON line {line:?}: {e}"));
-                self.received.push(message.clone());
-                self.unread.push_back(message);
-            }
-            Err(RecvTimeoutError::Timeout) => panic!(
-                "no {what} from the proxy in time; received so far:\n{}\nstderr:\n{}",
-                show(&self.received),
-                self.stderr()
-            ),
-            Err(RecvTimeoutError::Disconnected) => panic!(
-                "the proxy closed its stdout before {what}; received:\n{}\nstderr:\n{}",
-                show(&self.received),
-                self.stderr()
-            ),
-        }
-    }
-
-    /// The response to `id`; other messages stay unread.
-    #[track_caller]
-    pub fn response(&mut self, id: &Value) -> Value {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            if let Some(index) = self.unread.iter().position(|m| is_response_to(m, id)) {
-                return self.unread.remove(index).expect("index is in range");
-            }
-            self.read_one(deadline, &format!("response to {id}"));
-        }
-    }
-
-    /// The next message not yet taken.
-    #[track_caller]
-    pub fn next_message(&mut self) -> Value {
-        if let Some(message) = self.unread.pop_front() {
-            return message;
-        }
-        self.read_one(Instant::now() + PATIENCE, "message");
-        self.unread.pop_front().expect("one was just read")
-    }
-
-    /// Sends `initialize` with `capabilities` (the proxy adds roots); does not wait.
-    pub fn send_initialize(&mut self, capabilities: Value) -> Value {
-        self.send_request(
-            "initialize",
-            json!({
-                "protocolVersion": HANDSHAKE_VERSION,
-                "capabilities": capabilities,
-                "clientInfo": {"name": "rootsd-tests", "version": "0.0.1"},
-            }),
-        )
-    }
-
-    /// The handshake: `initialize` (the host declares no roots of its own), its result, then
-    /// `notifications/initialized`. Returns the result.
-    #[track_caller]
-    pub fn initialize(&mut self) -> Value {
-        let id = self.send_initialize(json!({}));
-        let response = self.response(&id);
-        self.finish_initialize(&response);
-        response
-    }
-
-    /// Checks an initialize response and sends `notifications/initialized`.
-    #[track_caller]
-    pub fn finish_initialize(&mut self, response: &Value) {
-        assert!(
-            response.pointer("/result/serverInfo").is_some(),
-            "initialize failed: {response}\nstderr:\n{}",
-            self.stderr()
-        );
-        self.notify("notifications/initialized", json!({}));
-    }
-
-    /// A `tools/call` with no `_meta`, answered.
-    pub fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-
-    /// The real server's `list_allowed_directories`.
-    #[track_caller]
-    pub fn allowed_dirs(&mut self) -> BTreeSet<PathBuf> {
-        let response = self.call_tool("list_allowed_directories", json!({}));
-        let text = response
-            .pointer("/result/content/0/text")
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| panic!("list_allowed_directories failed: {response}"));
-        let rest = text
-            .strip_prefix("Allowed directories:")
-            .unwrap_or_else(|| panic!("unexpected tool text {text:?}"));
-        rest.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(PathBuf::from)
-            .collect()
-    }
-
-    /// Polls `list_allowed_directories` until it shows exactly `expected`: the server applies a
-    /// roots answer a few milliseconds after receiving it.
-    #[track_caller]
-    pub fn wait_for_dirs(&mut self, expected: &[&Path]) {
-        let expected: BTreeSet<PathBuf> = expected.iter().map(|p| p.to_path_buf()).collect();
-        eventually(
-            &format!("the server to show {expected:?}"),
-            PATIENCE,
-            || {
-                let dirs = self.allowed_dirs();
-                if dirs == expected {
-                    Ok(())
-                } else {
-                    Err(format!("{dirs:?}\nstderr:\n{}", self.stderr()))
-                }
-            },
-        );
-    }
-
-    /// Closes the proxy's stdin, as a host does to end the session.
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Waits for the proxy to exit within [`PATIENCE`].
-    #[track_caller]
-    pub fn wait_exit(&mut self) -> ExitStatus {
-        eventually("the proxy to exit", PATIENCE, || {
-            match self.child.try_wait().expect("poll the proxy") {
-                Some(status) => Ok(status),
-                None => Err(format!("still running; stderr:\n{}", self.stderr())),
-            }
-        })
-    }
-
-    /// Everything on stderr once the proxy and its server have closed it.
-    pub fn final_stderr(&self) -> String {
-        let _ = self.stderr_done.recv_timeout(PATIENCE);
-        self.stderr()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        // The server sees its stdin close when the proxy dies, and exits on its own.
-        self.stdin = None;
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub use crate::host::Proxy;
 
 pub use rootsd_tests::{assert_exit, ctl, stderr_of, stdout_of};
 
@@ -597,6 +420,71 @@ pub fn wait_for_no_sessions(sb: &Sandbox) {
 /// `{"uri": …, "name": …}` roots of a workspace, as the daemon lists them.
 pub fn daemon_roots(sb: &Sandbox, workspace: &str) -> Value {
     Value::Array(sb.roots(workspace))
+}
+
+/// The `tools/call` requests the fake received for tool `name`, in order.
+pub fn calls_of(messages: &[Value], name: &str) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| is_method(m, "tools/call") && m["params"]["name"] == json!(name))
+        .cloned()
+        .collect()
+}
+
+/// The fake's responses from the proxy to its `roots/list` requests, in order.
+pub fn roots_answers(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m.get("method").is_none() && m.get("id").is_some())
+        .cloned()
+        .collect()
+}
+
+/// A 2026-07-28 `tools/call` with a chosen id.
+pub fn modern_call(id: Value, tool: &str, arguments: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": modern_meta()},
+    })
+}
+
+/// The capabilities the fake must see in a modern request: the host's, plus `roots: {}`.
+pub fn caps_with_roots() -> Value {
+    let mut caps = modern_meta()["io.modelcontextprotocol/clientCapabilities"].clone();
+    caps["roots"] = json!({});
+    caps
+}
+
+/// Sends `test/emit`: the fake writes `message` to the proxy as it is.
+pub fn emit(proxy: &mut Proxy, message: Value) {
+    proxy.notify("test/emit", json!({"message": message}));
+}
+
+/// A round trip through proxy and fake: everything sent before it has been handled by the fake
+/// once this returns.
+pub fn round_trip(proxy: &mut Proxy) {
+    let response = proxy.call_tool("echo", json!({"sync": true}));
+    assert!(response.get("result").is_some(), "{response}");
+}
+
+/// Sends `test/emit_raw`: the fake writes `line` to the proxy exactly as it is.
+pub fn emit_raw(proxy: &mut Proxy, line: &str) {
+    proxy.notify("test/emit_raw", json!({"line": line}));
+}
+
+/// The `ListRootsResult` of a workspace exactly as the proxy writes it for `roots/list`:
+/// `rootsctl list --json` prints the same bytes.
+pub fn roots_result_text(sb: &Sandbox, workspace: &str) -> String {
+    sb.ctl_ok(&["list", "--json", "--workspace", workspace])
+        .trim_end()
+        .to_owned()
+}
+
+/// The proxy's answer to the fake's `roots/list` `id` (raw JSON) with `result` (raw JSON).
+pub fn roots_answer_line(id: &str, result: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
 }
 
 /// `_meta` of a 2026-07-28 request that declares no capabilities of its own.
