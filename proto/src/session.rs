@@ -83,6 +83,37 @@ pub struct SessionState {
     pub fetch_behaviour: FetchBehaviour,
 }
 
+impl SessionState {
+    /// Whether `other` differs from this state in more than how many times the server fetched:
+    /// a report that only counts fetches can wait, while any other change matters at once.
+    pub fn differs_beyond_fetch_count(&self, other: &Self) -> bool {
+        // Destructured, so that a new field cannot be forgotten here.
+        let Self {
+            list_changed,
+            era,
+            protocol_version,
+            server,
+            initialized,
+            fetched_revision,
+            fetches: _,
+            notification_outstanding,
+            owes_notification,
+            notifications_sent,
+            fetch_behaviour,
+        } = self;
+        *list_changed != other.list_changed
+            || *era != other.era
+            || *protocol_version != other.protocol_version
+            || *server != other.server
+            || *initialized != other.initialized
+            || *fetched_revision != other.fetched_revision
+            || *notification_outstanding != other.notification_outstanding
+            || *owes_notification != other.owes_notification
+            || *notifications_sent != other.notifications_sent
+            || *fetch_behaviour != other.fetch_behaviour
+    }
+}
+
 /// What a change of the roots to revision `newest` means for one session's server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Notice {
@@ -223,6 +254,20 @@ mod tests {
             ..fetched_3()
         };
         assert!(awaited(&reacts, 4));
+    }
+
+    #[test]
+    fn only_the_fetch_count_can_wait() {
+        let more = SessionState {
+            fetches: 9,
+            ..fetched_3()
+        };
+        assert!(!fetched_3().differs_beyond_fetch_count(&more));
+        let newer = SessionState {
+            fetched_revision: Some(4),
+            ..more.clone()
+        };
+        assert!(more.differs_beyond_fetch_count(&newer));
     }
 
     #[test]

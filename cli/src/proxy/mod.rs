@@ -39,6 +39,8 @@ const TERM_GRACE: Duration = Duration::from_secs(3);
 /// After the server exits, how long its stdout may stay open (held by a process it started)
 /// before the proxy stops waiting for the rest of its output.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// How long a session report whose only news is the fetch count may wait.
+const COUNT_REPORT_DELAY: Duration = Duration::from_secs(1);
 /// At the end, how long the host gets to take what is still queued for it.
 const FINAL_WRITE_GRACE: Duration = Duration::from_secs(5);
 
@@ -84,6 +86,10 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let mut exited: Option<ExitStatus> = None;
     let mut escalation: Option<(Instant, Escalation)> = None;
     let mut output_deadline: Option<Instant> = None;
+    // A state whose only news is the fetch count is reported late: it only dates "last fetched"
+    // in `rootsctl sessions`, so a server asking hundreds of times a second costs the daemon one
+    // report a second rather than hundreds.
+    let mut fetch_report_at: Option<Instant> = None;
 
     while server_open || exited.is_none() {
         let relay_deadline = relay.next_deadline();
@@ -91,7 +97,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         let output_at = output_deadline.filter(|_| server_open);
         tokio::select! {
             line = host_lines.next_line(), if host_open && !to_server.is_full() => match line {
-                Ok(Some(Line::Complete(line))) => relay.from_host(&line, Instant::now()),
+                Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
                 Ok(Some(Line::TooLong(prefix))) => {
                     eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
                     relay.line_too_long(Side::Host, &prefix, MAX_LINE_BYTES);
@@ -104,7 +110,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 }
             },
             line = server_lines.next_line(), if server_open && !to_host.is_full() => match line {
-                Ok(Some(Line::Complete(line))) => relay.from_server(&line, Instant::now()),
+                Ok(Some(Line::Complete(line))) => relay.from_server(line, Instant::now()),
                 Ok(Some(Line::TooLong(prefix))) => {
                     eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
                     relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
@@ -157,6 +163,10 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     }
                 }
             }
+            () = sleep_until(fetch_report_at), if fetch_report_at.is_some() => {
+                fetch_report_at = None;
+                states.send_replace(relay.state().clone());
+            }
             () = sleep_until(output_at), if output_at.is_some() => {
                 eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
                 server_open = false;
@@ -168,6 +178,10 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 Output::ToHost(line) => to_host.push(line),
                 Output::State(state) => {
                     states.send_replace(state);
+                    fetch_report_at = None;
+                }
+                Output::Fetched => {
+                    fetch_report_at.get_or_insert_with(|| Instant::now() + COUNT_REPORT_DELAY);
                 }
             }
         }

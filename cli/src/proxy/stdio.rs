@@ -23,10 +23,13 @@ pub const MAX_LINE_BYTES: usize = 16 << 20;
 const PREFIX_KEPT: usize = 64 << 10;
 
 /// Past this many bytes queued toward one side, the proxy stops reading the side that feeds it.
-pub const QUEUE_HIGH_WATER: usize = 4 << 20;
+pub const QUEUE_HIGH_WATER: usize = 1 << 20;
 
-/// A read buffer that grew for a large line shrinks back to this once it is empty.
-const BUFFER_KEPT: usize = 64 << 10;
+/// How much room a read asks for at least.
+const READ_CHUNK: usize = 64 << 10;
+
+/// The most a new read buffer is sized for in advance, whatever lines came before.
+const BUFFER_HINT_MAX: usize = 4 << 20;
 
 /// One read from a [`LineReader`].
 #[derive(Debug, PartialEq, Eq)]
@@ -46,6 +49,8 @@ pub struct LineReader<R> {
     /// The prefix of a line being discarded, while its end has not come yet.
     discarding: Option<Vec<u8>>,
     eof: bool,
+    /// A running average of line lengths, to size the next buffer.
+    typical: usize,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -56,6 +61,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             searched: 0,
             discarding: None,
             eof: false,
+            typical: 0,
         }
     }
 
@@ -64,11 +70,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
                 let end = self.searched + at;
-                let rest = self.buffer.split_off(end + 1);
-                let mut line = std::mem::replace(&mut self.buffer, rest);
+                // The line keeps the buffer it was read into (no copy), and reading goes on in a
+                // new one sized for lines like it, so that a stream of large lines does not
+                // regrow a buffer from nothing for each.
+                self.typical = (self.typical + end) / 2;
+                let rest = &self.buffer[end + 1..];
+                let mut next = Vec::with_capacity(
+                    rest.len() + self.typical.clamp(READ_CHUNK, BUFFER_HINT_MAX),
+                );
+                next.extend_from_slice(rest);
+                let mut line = std::mem::replace(&mut self.buffer, next);
                 line.truncate(end);
                 self.searched = 0;
-                self.shrink();
                 return Ok(Some(match self.discarding.take() {
                     Some(prefix) => Line::TooLong(prefix),
                     None if line.len() > MAX_LINE_BYTES => {
@@ -85,7 +98,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if self.discarding.is_some() {
                 // Only the prefix of an over-long line is kept; the rest is dropped as it comes.
                 self.buffer.clear();
-                self.shrink();
+                self.buffer.shrink_to(READ_CHUNK);
             }
             self.searched = self.buffer.len();
             if self.eof {
@@ -98,19 +111,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.searched = 0;
                 return Ok(Some(Line::Complete(std::mem::take(&mut self.buffer))));
             }
-            if self.buffer.capacity() - self.buffer.len() < 8192 {
-                self.buffer.reserve(64 << 10);
+            if self.buffer.capacity() - self.buffer.len() < READ_CHUNK / 8 {
+                self.buffer.reserve(READ_CHUNK);
             }
             let read = self.stream.read_buf(&mut self.buffer).await?;
             if read == 0 {
                 self.eof = true;
             }
-        }
-    }
-
-    fn shrink(&mut self) {
-        if self.buffer.capacity() > BUFFER_KEPT && self.buffer.len() < BUFFER_KEPT / 2 {
-            self.buffer.shrink_to(BUFFER_KEPT);
         }
     }
 }

@@ -21,13 +21,35 @@ impl Span {
     }
 }
 
-/// One member of an object: its decoded key and the span of its value.
+/// One member of an object: its key and the span of its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Member {
-    pub key: String,
+    /// The key's bytes between its quotes.
+    key_raw: Span,
+    /// The key decoded, only when it holds escapes (rare): most keys are compared as bytes, so
+    /// reading a message allocates nothing per member.
+    decoded: Option<String>,
     /// From the key's opening quote to the end of the value.
     pub whole: Span,
     pub value: Span,
+}
+
+impl Member {
+    /// Whether this member's key is `key`.
+    pub fn is(&self, text: &[u8], key: &str) -> bool {
+        match &self.decoded {
+            Some(decoded) => decoded == key,
+            None => self.key_raw.of(text) == key.as_bytes(),
+        }
+    }
+
+    /// The key as text.
+    pub fn key<'t>(&'t self, text: &'t [u8]) -> std::borrow::Cow<'t, str> {
+        match &self.decoded {
+            Some(decoded) => std::borrow::Cow::Borrowed(decoded),
+            None => String::from_utf8_lossy(self.key_raw.of(text)),
+        }
+    }
 }
 
 fn is_ws(b: u8) -> bool {
@@ -102,6 +124,17 @@ pub(super) fn root(text: &[u8]) -> Option<Span> {
     (skip_ws(text, end) == text.len()).then_some(Span { start, end })
 }
 
+/// The span of `text` without the whitespace around it, for reading a line whose shape is
+/// checked by whatever reads it next ([`members`], [`elements`]) instead of by a scan of its own.
+pub(super) fn trimmed(text: &[u8]) -> Span {
+    let start = skip_ws(text, 0);
+    let mut end = text.len();
+    while end > start && is_ws(text[end - 1]) {
+        end -= 1;
+    }
+    Span { start, end }
+}
+
 /// Whether the value at `span` is an object (`{`) or an array (`[`).
 pub(super) fn is_object(text: &[u8], span: Span) -> bool {
     text.get(span.start) == Some(&b'{')
@@ -140,7 +173,9 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
         return None;
     }
     let key_end = string_end(text, pos)?;
-    let key = decode_string(&text[pos..key_end]);
+    let inner = &text[pos + 1..key_end - 1];
+    let decoded = (inner.contains(&b'\\') || std::str::from_utf8(inner).is_err())
+        .then(|| decode_string(&text[pos..key_end]));
     let colon = skip_ws(text, key_end);
     if text.get(colon) != Some(&b':') {
         return None;
@@ -148,7 +183,11 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
     let value_start = skip_ws(text, colon + 1);
     let end = value_end(text, value_start)?;
     Some(Member {
-        key,
+        key_raw: Span {
+            start: pos + 1,
+            end: key_end - 1,
+        },
+        decoded,
         whole: Span { start: pos, end },
         value: Span {
             start: value_start,
@@ -197,7 +236,7 @@ pub(super) fn get(text: &[u8], span: Span, key: &str) -> Option<Span> {
     members(text, span)?
         .into_iter()
         .rev()
-        .find(|m| m.key == key)
+        .find(|m| m.is(text, key))
         .map(|m| m.value)
 }
 
@@ -209,6 +248,18 @@ pub(super) fn at(text: &[u8], span: Span, path: &[&str]) -> Option<Span> {
 /// The value at `span` read as `T`; for the small values the relay inspects.
 pub(super) fn parse<T: DeserializeOwned>(text: &[u8], span: Span) -> Option<T> {
     serde_json::from_slice(span.of(text)).ok()
+}
+
+/// The string at `span`, borrowed from `text` when it holds no escapes (most do not).
+pub(super) fn str_at(text: &[u8], span: Span) -> Option<std::borrow::Cow<'_, str>> {
+    let raw = span.of(text);
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if !inner.contains(&b'\\')
+        && let Ok(plain) = std::str::from_utf8(inner)
+    {
+        return Some(std::borrow::Cow::Borrowed(plain));
+    }
+    parse::<String>(text, span).map(std::borrow::Cow::Owned)
 }
 
 /// The string at `span`, if it is one.
@@ -290,14 +341,14 @@ impl<'a> Editor<'a> {
         let all = members(self.text, object)?;
         let mut i = 0;
         while i < all.len() {
-            if all[i].key != key {
+            if !all[i].is(self.text, key) {
                 i += 1;
                 continue;
             }
             // A run of removed members i..=j goes with the separators up to the next kept
             // member, or, at the end of the object, with the comma after the previous one.
             let mut j = i;
-            while j + 1 < all.len() && all[j + 1].key == key {
+            while j + 1 < all.len() && all[j + 1].is(self.text, key) {
                 j += 1;
             }
             let span = match (all.get(j + 1), i.checked_sub(1)) {
@@ -402,7 +453,7 @@ mod tests {
         let keys: Vec<String> = members(text.as_bytes(), span)
             .unwrap()
             .into_iter()
-            .map(|m| m.key)
+            .map(|m| m.key(text.as_bytes()).into_owned())
             .collect();
         assert_eq!(keys, ["a", "b", "ef"]);
         let c = at(text.as_bytes(), span, &["b", "c"]).unwrap();

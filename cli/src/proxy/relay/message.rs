@@ -10,27 +10,33 @@ use super::json::{self, Member, Span};
 pub(super) struct Msg<'a> {
     /// The message's own bytes (a whole line, or one element of a batch).
     pub text: &'a [u8],
+    span: Span,
     members: Vec<Member>,
 }
 
 impl<'a> Msg<'a> {
-    /// Reads `text` as one JSON-RPC message; `None` unless it is a well-formed object.
+    /// Reads `text` as one JSON-RPC message; `None` unless it is a well-formed object
+    /// (surrounding whitespace aside).
     pub fn read(text: &'a [u8]) -> Option<Self> {
-        let span = json::root(text)?;
+        let span = json::trimmed(text);
         let members = json::members(text, span)?;
-        Some(Self { text, members })
+        Some(Self {
+            text,
+            span,
+            members,
+        })
     }
 
     /// The whole message, as an object span.
     pub fn span(&self) -> Span {
-        json::root(self.text).expect("read checked it")
+        self.span
     }
 
     pub fn get(&self, key: &str) -> Option<Span> {
         self.members
             .iter()
             .rev()
-            .find(|m| m.key == key)
+            .find(|m| m.is(self.text, key))
             .map(|m| m.value)
     }
 
@@ -45,8 +51,8 @@ impl<'a> Msg<'a> {
         json::string(self.text, self.at(path)?)
     }
 
-    pub fn method(&self) -> Option<String> {
-        self.string_at(&["method"])
+    pub fn method(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json::str_at(self.text, self.get("method")?)
     }
 
     /// The raw bytes of `id`; absent for notifications. JSON `null` counts as absent: it is no
@@ -100,7 +106,8 @@ pub(super) fn error_response(id: &[u8], code: i64, message: &str) -> Vec<u8> {
 
 /// A JSON-RPC success response to the request `id` with `result` (both raw JSON).
 pub(super) fn success_response(id: &[u8], result: &[u8]) -> Vec<u8> {
-    let mut line = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    let mut line = Vec::with_capacity(40 + id.len() + result.len());
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     line.extend_from_slice(id);
     line.extend_from_slice(br#","result":"#);
     line.extend_from_slice(result);

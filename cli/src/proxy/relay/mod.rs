@@ -79,6 +79,9 @@ pub enum Output {
     ToHost(Vec<u8>),
     /// The session's state changed; the daemon should hold this copy instead of its old one.
     State(SessionState),
+    /// The server fetched again and only the count in [`Relay::state`] moved: worth telling
+    /// the daemon, but not at once.
+    Fetched,
 }
 
 /// Which side a line came from.
@@ -201,9 +204,12 @@ impl Relay {
     /// Everything the relay wants done since the last call, in order, followed by the session's
     /// state if it changed.
     pub fn take_output(&mut self) -> Vec<Output> {
-        if self.shared.state != self.reported {
+        if self.reported.differs_beyond_fetch_count(&self.shared.state) {
             self.reported = self.shared.state.clone();
             self.shared.emit(Output::State(self.reported.clone()));
+        } else if self.reported.fetches != self.shared.state.fetches {
+            self.reported.fetches = self.shared.state.fetches;
+            self.shared.emit(Output::Fetched);
         }
         std::mem::take(&mut self.shared.out)
     }
@@ -231,16 +237,17 @@ impl Relay {
         self.stateless.tick(&mut self.shared);
     }
 
-    /// A line from the host.
-    pub fn from_host(&mut self, line: &[u8], now: Instant) {
+    /// A line from the host. It is taken by value: a line the proxy does not change (most of
+    /// them, some megabytes long) is forwarded as the very same buffer, never copied.
+    pub fn from_host(&mut self, line: impl Into<Vec<u8>>, now: Instant) {
         self.shared.now = now;
-        self.relay(line, Side::Host);
+        self.relay(line.into(), Side::Host);
     }
 
-    /// A line from the server.
-    pub fn from_server(&mut self, line: &[u8], now: Instant) {
+    /// A line from the server; see [`Relay::from_host`].
+    pub fn from_server(&mut self, line: impl Into<Vec<u8>>, now: Instant) {
         self.shared.now = now;
-        self.relay(line, Side::Server);
+        self.relay(line.into(), Side::Server);
     }
 
     /// The daemon's newest list for this session's workspace.
@@ -298,7 +305,7 @@ impl Relay {
     /// Handles one line (a message, or a batch as 2025-03-26 allowed) from `side`, and forwards
     /// what is left of it: the original bytes if nothing changed, the edited message if
     /// something did, nothing if everything was the proxy's own.
-    fn relay(&mut self, line: &[u8], side: Side) {
+    fn relay(&mut self, line: Vec<u8>, side: Side) {
         let wrap = match side {
             Side::Host => Output::ToServer,
             Side::Server => Output::ToHost,
@@ -307,20 +314,23 @@ impl Relay {
             // Not a message: nothing to forward, and a blank line is no error to answer.
             return;
         }
-        let Some(root) = json::root(line) else {
-            // Not ours to judge: the receiver answers malformed input as it sees fit.
-            return self.shared.emit(wrap(line.to_vec()));
-        };
-        let (items, is_batch) = match json::elements(line, root) {
-            Some(items) if json::is_array(line, root) => (items, true),
-            _ => (vec![root], false),
+        // One scan reads the line: the members of an object, or the elements of a batch; a line
+        // that is neither is not ours to judge, and the receiver answers it as it sees fit.
+        let whole = json::trimmed(&line);
+        let (items, is_batch) = if json::is_array(&line, whole) {
+            match json::elements(&line, whole) {
+                Some(items) => (items, true),
+                None => return self.shared.emit(wrap(line)),
+            }
+        } else {
+            (vec![whole], false)
         };
         let mut kept: Vec<Vec<u8>> = Vec::with_capacity(items.len());
         let mut changed = false;
         let mut after = Vec::new();
         let mut roots_requests = Vec::new();
         for item in &items {
-            let text = item.of(line);
+            let text = item.of(&line);
             let fate = match (Msg::read(text), side) {
                 (None, _) => Fate::Keep,
                 (Some(msg), Side::Host) => self.host_message(&msg, &mut after),
@@ -340,7 +350,10 @@ impl Relay {
                 .roots_list(&mut self.shared, roots_requests, is_batch);
         }
         match (changed, kept.as_slice()) {
-            (false, _) => self.shared.emit(wrap(line.to_vec())),
+            (false, _) => {
+                drop(kept);
+                self.shared.emit(wrap(line));
+            }
             (true, []) => {}
             (true, [single]) if !is_batch => self.shared.emit(wrap(single.clone())),
             (true, _) => self.shared.emit(wrap(message::batch(&kept))),
@@ -450,7 +463,7 @@ fn leading_members(prefix: &[u8]) -> Option<Leading> {
         let Some(member) = json::member_at(prefix, pos) else {
             return Some(leading);
         };
-        match member.key.as_str() {
+        match member.key(prefix).as_ref() {
             "id" => {
                 let raw = member.value.of(prefix);
                 leading.id = (raw != b"null").then(|| raw.to_vec());

@@ -360,7 +360,7 @@ impl Stateless {
                     .as_deref()
                     == Some("roots/list")
             })
-            .map(|r| r.key.clone())
+            .map(|r| r.key(msg.text).into_owned())
             .collect();
         if roots_keys.is_empty() {
             return restore_id(editor);

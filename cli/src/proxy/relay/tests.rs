@@ -42,12 +42,12 @@ fn snapshot(revision: u64, dirs: &[&str]) -> RootsSnapshot {
 }
 
 fn host(relay: &mut Relay, message: Value) -> Vec<Output> {
-    relay.from_host(&to_line(&message), t0());
+    relay.from_host(to_line(&message), t0());
     relay.take_output()
 }
 
 fn server(relay: &mut Relay, message: Value) -> Vec<Output> {
-    relay.from_server(&to_line(&message), t0());
+    relay.from_server(to_line(&message), t0());
     relay.take_output()
 }
 
@@ -537,7 +537,7 @@ fn a_retry_answer_that_no_parser_accepts_still_reaches_the_host_under_its_id() {
     answer.extend(std::iter::repeat_n(b']', 5000));
     answer.extend_from_slice(b"}}");
     assert!(serde_json::from_slice::<Value>(&answer).is_err());
-    relay.from_server(&answer, t0());
+    relay.from_server(answer.clone(), t0());
     let out = relay.take_output();
     let Some(Output::ToHost(forwarded)) = out.first() else {
         panic!("nothing reached the host: {out:?}");
