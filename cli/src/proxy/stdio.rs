@@ -40,16 +40,25 @@ pub enum Line {
     TooLong(Vec<u8>),
 }
 
+/// Lines at least this long leave the reader in the buffer they were read into; shorter ones are
+/// copied out, so that a small line does not carry a read-sized buffer through the queues.
+const TAKE_BUFFER_AT: usize = 16 << 10;
+
 /// Splits a byte stream into lines of at most [`MAX_LINE_BYTES`].
+///
+/// Large lines cost no copy in user space: a line that starts the buffer is handed on in that
+/// very buffer, and reading goes on in a new one sized for lines like it.
 pub struct LineReader<R> {
     stream: R,
     buffer: Vec<u8>,
+    /// Where the first line not yet returned starts in `buffer`.
+    start: usize,
     /// Bytes of `buffer` already searched for a newline.
     searched: usize,
     /// The prefix of a line being discarded, while its end has not come yet.
     discarding: Option<Vec<u8>>,
     eof: bool,
-    /// A running average of line lengths, to size the next buffer.
+    /// The length of the largest recent line, decaying by a quarter per line, to size buffers.
     typical: usize,
 }
 
@@ -58,6 +67,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         Self {
             stream,
             buffer: Vec::new(),
+            start: 0,
             searched: 0,
             discarding: None,
             eof: false,
@@ -70,47 +80,39 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
                 let end = self.searched + at;
-                // The line keeps the buffer it was read into (no copy), and reading goes on in a
-                // new one sized for lines like it, so that a stream of large lines does not
-                // regrow a buffer from nothing for each.
-                self.typical = (self.typical + end) / 2;
-                let rest = &self.buffer[end + 1..];
-                let mut next = Vec::with_capacity(
-                    rest.len() + self.typical.clamp(READ_CHUNK, BUFFER_HINT_MAX),
-                );
-                next.extend_from_slice(rest);
-                let mut line = std::mem::replace(&mut self.buffer, next);
-                line.truncate(end);
-                self.searched = 0;
+                let line = self.take_line(end);
                 return Ok(Some(match self.discarding.take() {
                     Some(prefix) => Line::TooLong(prefix),
                     None if line.len() > MAX_LINE_BYTES => {
-                        line.truncate(PREFIX_KEPT);
-                        Line::TooLong(line)
+                        let mut prefix = line;
+                        prefix.truncate(PREFIX_KEPT);
+                        Line::TooLong(prefix)
                     }
                     None => Line::Complete(line),
                 }));
             }
-            if self.discarding.is_none() && self.buffer.len() > MAX_LINE_BYTES {
-                let keep = self.buffer.len().min(PREFIX_KEPT);
-                self.discarding = Some(self.buffer[..keep].to_vec());
+            if self.discarding.is_none() && self.buffer.len() - self.start > MAX_LINE_BYTES {
+                let keep = (self.buffer.len() - self.start).min(PREFIX_KEPT);
+                self.discarding = Some(self.buffer[self.start..self.start + keep].to_vec());
             }
             if self.discarding.is_some() {
                 // Only the prefix of an over-long line is kept; the rest is dropped as it comes.
                 self.buffer.clear();
                 self.buffer.shrink_to(READ_CHUNK);
+                self.start = 0;
             }
-            self.searched = self.buffer.len();
             if self.eof {
                 if let Some(prefix) = self.discarding.take() {
                     return Ok(Some(Line::TooLong(prefix)));
                 }
-                if self.buffer.is_empty() {
+                if self.start == self.buffer.len() {
                     return Ok(None);
                 }
-                self.searched = 0;
-                return Ok(Some(Line::Complete(std::mem::take(&mut self.buffer))));
+                let end = self.buffer.len();
+                return Ok(Some(Line::Complete(self.take_line(end))));
             }
+            self.compact();
+            self.searched = self.buffer.len();
             if self.buffer.capacity() - self.buffer.len() < READ_CHUNK / 8 {
                 self.buffer.reserve(READ_CHUNK);
             }
@@ -118,6 +120,46 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if read == 0 {
                 self.eof = true;
             }
+        }
+    }
+
+    /// Removes the line from `start` to `end` (a newline, or the end of the stream) from the
+    /// buffer and returns it without its newline.
+    fn take_line(&mut self, end: usize) -> Vec<u8> {
+        let length = end - self.start;
+        self.typical = length.max(self.typical - self.typical / 4);
+        let next_start = (end + 1).min(self.buffer.len());
+        if self.start == 0 && length >= TAKE_BUFFER_AT {
+            // Reading goes on in a new buffer with room for a line as large as the largest
+            // recent one plus one read, so that a stream of large lines is neither copied nor
+            // regrown from nothing.
+            let rest = &self.buffer[next_start..];
+            let mut next =
+                Vec::with_capacity(rest.len() + self.typical.min(BUFFER_HINT_MAX) + READ_CHUNK);
+            next.extend_from_slice(rest);
+            let mut line = std::mem::replace(&mut self.buffer, next);
+            line.truncate(length);
+            self.start = 0;
+            self.searched = 0;
+            return line;
+        }
+        let line = self.buffer[self.start..end].to_vec();
+        self.start = next_start;
+        self.searched = next_start;
+        line
+    }
+
+    /// Moves the unfinished line to the front of the buffer before reading more, so that a
+    /// line always starts its buffer (and can be taken whole), and gives back a large buffer
+    /// once lines are small again.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+        let wanted = self.typical.min(BUFFER_HINT_MAX) + READ_CHUNK;
+        if self.buffer.capacity() > 4 * wanted && self.buffer.len() < wanted {
+            self.buffer.shrink_to(wanted);
         }
     }
 }
@@ -129,7 +171,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 pub struct Outbound<W> {
     stream: Option<W>,
     lines: VecDeque<Vec<u8>>,
-    /// Bytes of the front line already written.
+    /// Bytes of the front line (and its newline) already written.
     written: usize,
     queued: usize,
     /// Close the stream once the queue is empty.
@@ -151,12 +193,14 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
     }
 
     /// Queues `line` and a newline, and writes as much as the side takes at once.
-    pub fn push(&mut self, mut line: Vec<u8>) {
+    ///
+    /// The newline is written from a constant beside the line (one vectored write), because
+    /// appending it could reallocate, and so copy, a line of megabytes.
+    pub fn push(&mut self, line: Vec<u8>) {
         if self.broken || self.stream.is_none() || self.closing {
             return;
         }
-        line.push(b'\n');
-        self.queued += line.len();
+        self.queued += line.len() + 1;
         self.lines.push_back(line);
         self.write_ready();
     }
@@ -234,13 +278,21 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         let Some(front) = self.lines.front() else {
             return Ok(());
         };
-        let n = stream.write(&front[self.written..]).await?;
+        let n = if self.written < front.len() {
+            let parts = [
+                io::IoSlice::new(&front[self.written..]),
+                io::IoSlice::new(b"\n"),
+            ];
+            stream.write_vectored(&parts).await?
+        } else {
+            stream.write(b"\n").await?
+        };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
         self.written += n;
         self.queued -= n;
-        if self.written == front.len() {
+        if self.written == front.len() + 1 {
             self.lines.pop_front();
             self.written = 0;
             if self.lines.is_empty() {
@@ -347,6 +399,28 @@ impl AsyncWrite for Stdio {
         }
     }
 
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Socket(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::PipeOut(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Out(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::PipeIn(_) | Self::In(_) => Poll::Ready(Err(io::ErrorKind::Unsupported.into())),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Socket(s) => s.is_write_vectored(),
+            Self::PipeOut(s) => s.is_write_vectored(),
+            Self::Out(s) => s.is_write_vectored(),
+            Self::PipeIn(_) | Self::In(_) => false,
+        }
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Self::Socket(s) => Pin::new(s).poll_flush(cx),
@@ -410,6 +484,27 @@ mod tests {
             other => panic!("expected a discarded line, got {other:?}"),
         }
         assert_eq!(lines[2], Line::Complete(b"after".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn small_lines_are_copied_out_right_sized_and_a_large_line_among_them_is_whole() {
+        let large: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut input = b"one\ntwo\n".to_vec();
+        input.extend_from_slice(&large);
+        input.extend_from_slice(b"\nthree\n");
+        let mut reader = LineReader::new(&input[..]);
+        let mut lines = Vec::new();
+        while let Some(Line::Complete(line)) = reader.next_line().await.unwrap() {
+            lines.push(line);
+        }
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0], b"one");
+        assert!(
+            lines[0].capacity() < TAKE_BUFFER_AT,
+            "a small line keeps no read buffer"
+        );
+        assert_eq!(lines[2], large);
+        assert_eq!(lines[3], b"three");
     }
 
     #[tokio::test]
