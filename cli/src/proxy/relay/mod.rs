@@ -325,22 +325,23 @@ impl Relay {
         } else {
             (vec![whole], false)
         };
-        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(items.len());
+        // What is kept of each item: `(i, None)` keeps item i's original bytes, which are only
+        // copied if another item changed (most lines change nothing and go on as they came).
+        let mut kept: Vec<(usize, Option<Vec<u8>>)> = Vec::with_capacity(items.len());
         let mut changed = false;
         let mut after = Vec::new();
         let mut roots_requests = Vec::new();
-        for item in &items {
-            let text = item.of(&line);
-            let fate = match (Msg::read(text), side) {
+        for (index, item) in items.iter().enumerate() {
+            let fate = match (Msg::read(item.of(&line)), side) {
                 (None, _) => Fate::Keep,
                 (Some(msg), Side::Host) => self.host_message(&msg, &mut after),
                 (Some(msg), Side::Server) => self.server_message(&msg, &mut roots_requests),
             };
             match fate {
-                Fate::Keep => kept.push(text.to_vec()),
+                Fate::Keep => kept.push((index, None)),
                 Fate::Replace(bytes) => {
                     changed = true;
-                    kept.push(bytes);
+                    kept.push((index, Some(bytes)));
                 }
                 Fate::Drop => changed = true,
             }
@@ -349,14 +350,20 @@ impl Relay {
             self.handshake
                 .roots_list(&mut self.shared, roots_requests, is_batch);
         }
-        match (changed, kept.as_slice()) {
-            (false, _) => {
-                drop(kept);
-                self.shared.emit(wrap(line));
+        if !changed {
+            self.shared.emit(wrap(line));
+        } else if !kept.is_empty() {
+            let kept: Vec<Vec<u8>> = kept
+                .into_iter()
+                .map(|(index, bytes)| bytes.unwrap_or_else(|| items[index].of(&line).to_vec()))
+                .collect();
+            match kept.as_slice() {
+                [_] if !is_batch => {
+                    let single = kept.into_iter().next().expect("one item");
+                    self.shared.emit(wrap(single));
+                }
+                _ => self.shared.emit(wrap(message::batch(&kept))),
             }
-            (true, []) => {}
-            (true, [single]) if !is_batch => self.shared.emit(wrap(single.clone())),
-            (true, _) => self.shared.emit(wrap(message::batch(&kept))),
         }
         for effect in after {
             match effect {
