@@ -326,12 +326,16 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
 fn publish(shared: &Shared, batch: Vec<Written>) {
     let changes: Vec<Change> = batch.iter().map(|w| w.change.clone()).collect();
     for written in &batch {
-        let snapshot = {
-            let mut committed = shared.committed.write().expect("committed");
-            committed.apply(&written.change);
-            committed.clone()
-        };
-        (shared.on_durable)(&written.change, &snapshot);
+        shared
+            .committed
+            .write()
+            .expect("committed")
+            .apply(&written.change);
+        // Publishing reads only the changed workspace, under a read lock: cloning the whole
+        // contents per change made a burst of changes quadratic in the number of workspaces.
+        // Only this thread writes `committed`, so no change can slip in between.
+        let committed = shared.committed.read().expect("committed");
+        (shared.on_durable)(&written.change, &committed);
     }
     let applied = match shared.store.lock().expect("store").as_ref() {
         Some(store) => store.apply(&changes),
