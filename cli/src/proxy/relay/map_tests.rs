@@ -9,12 +9,8 @@ use rootsd_proto::session::{self, Notice};
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
+use super::tests::t0;
 use super::*;
-
-fn t0() -> Instant {
-    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *T0.get_or_init(Instant::now)
-}
 
 /// A relay whose server sees `/home/u/src` as `/src`, and `/home/u/src/big` as `/mnt/big`.
 fn mapped_relay() -> Relay {
