@@ -67,7 +67,7 @@ pub struct SessionState {
     pub initialized: bool,
     /// The newest store revision whose roots the server was given. With `rootsctl proxy
     /// --map`, a revision whose mapped list is the very list the server was given last counts as
-    /// given: nothing it can see changed, so it is neither notified nor waited for.
+    /// given: nothing it can see changed, so it is not notified, and `wait` counts it caught up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetched_revision: Option<u64>,
     /// How many times the server was given roots; the daemon notes the time when it grows.

@@ -272,7 +272,8 @@ impl Relay {
                 self.shared.state.withheld = mapped.withheld;
                 let json = roots_json(mapped.roots);
                 // A change the server cannot see (all of it outside the maps) leaves it holding
-                // the new revision's list already: it is neither notified nor waited for.
+                // the new revision's list already: it is not notified, and `wait` finds it
+                // caught up as soon as this state reaches the daemon.
                 let holds_it = self.shared.state.fetched_revision.is_some()
                     && self.shared.state.fetched_revision == self.shared.roots.revision()
                     && json == self.shared.roots.json;
