@@ -128,6 +128,12 @@ pub struct ProxyArgs {
     /// Declare roots to the server without listChanged: it is never notified of changes
     #[arg(long)]
     pub no_list_changed: bool,
+    /// Show the server roots under HOST_DIR at SERVER_DIR, as a container or VM mounts them
+    /// (repeatable; the longest HOST_DIR containing a root wins). Roots outside every HOST_DIR
+    /// are withheld from the server, and `rootsctl sessions` counts them. A relative HOST_DIR is
+    /// taken from the current directory; SERVER_DIR is the server's path and need not exist here
+    #[arg(long = "map", value_name = "HOST_DIR=SERVER_DIR")]
+    pub map: Vec<std::ffi::OsString>,
     /// The MCP server to run, after `--`
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,

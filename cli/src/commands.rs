@@ -384,6 +384,7 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             "FETCHED",
             "REVISION",
             "NOTIFIED",
+            "WITHHELD",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -425,6 +426,12 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             }),
             s.fetched_revision.map_or("-".into(), |r| r.to_string()),
             s.notifications_sent.to_string(),
+            // `rootsctl proxy --map`: the roots this server was not given, and why.
+            if s.withheld.is_empty() {
+                "-".into()
+            } else {
+                s.withheld.summary()
+            },
         ]);
     }
     Ok(table(out, &rows)?)

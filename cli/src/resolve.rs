@@ -4,11 +4,14 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use std::ffi::OsString;
+
 use rootsd_proto::RootError;
+use rootsd_proto::mapping::{Mapping, PathMap};
 use rootsd_proto::root::{self, looks_like_uri};
 use rootsd_proto::wire::RemoveTarget;
 
-use crate::errors::ResolveError;
+use crate::errors::{ResolveError, UsageError};
 
 /// A root argument resolved to a real absolute path and its canonical URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +89,27 @@ pub fn remove_target(input: &str, cwd: &Path) -> Result<RemoveTarget, ResolveErr
     })
 }
 
+/// The `--map HOST_DIR=SERVER_DIR` arguments of a proxy.
+///
+/// `HOST_DIR` is resolved like a root (relative to `cwd`, then through symlinks as far as it
+/// exists), because roots are stored as real paths: a map of a symlink must still match them.
+/// `SERVER_DIR` is the server's, and never looked up here.
+pub fn path_maps(args: &[OsString], cwd: &Path) -> Result<Mapping, UsageError> {
+    let usage = |err: rootsd_proto::mapping::MapError| UsageError(err.to_string());
+    let maps = args
+        .iter()
+        .map(|arg| {
+            let map = PathMap::parse(arg, cwd).map_err(usage)?;
+            let map = PathMap {
+                host: resolve_missing(&map.host),
+                ..map
+            };
+            Ok((map, arg.to_string_lossy().into_owned()))
+        })
+        .collect::<Result<Vec<_>, UsageError>>()?;
+    Mapping::new(maps).map_err(usage)
+}
+
 fn to_path(input: &str, cwd: &Path) -> Result<PathBuf, ResolveError> {
     let root_err = |reason| ResolveError::Root {
         input: input.to_owned(),
@@ -102,8 +126,9 @@ fn to_path(input: &str, cwd: &Path) -> Result<PathBuf, ResolveError> {
     Ok(cwd.join(input))
 }
 
-/// Resolves a path that does not exist yet: `.` and `..` are applied lexically, then the longest
-/// existing ancestor is resolved through symlinks and the missing rest appended.
+/// Resolves a path that may not exist: `.` and `..` are applied lexically, then the longest
+/// existing ancestor (the whole path, if it exists) is resolved through symlinks and the missing
+/// rest appended.
 fn resolve_missing(path: &Path) -> PathBuf {
     let mut lexical = PathBuf::new();
     for component in path.components() {
@@ -179,6 +204,27 @@ mod tests {
     fn other_schemes_are_refused_with_the_reason() {
         let err = resolve_root("https://example.com/x", Path::new("/"), false).unwrap_err();
         assert!(err.to_string().contains("must be file:// URIs"), "{err}");
+    }
+
+    #[test]
+    fn map_host_dirs_resolve_through_symlinks_and_duplicates_are_usage_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let args: Vec<OsString> = vec!["link=/src".into(), "link/not-yet=/later".into()];
+        let mapping = path_maps(&args, dir.path()).unwrap();
+        assert_eq!(
+            mapping.server_path(&real.join("app")),
+            Some(PathBuf::from("/src/app"))
+        );
+        assert_eq!(
+            mapping.server_path(&real.join("not-yet/x")),
+            Some(PathBuf::from("/later/x"))
+        );
+        let twice: Vec<OsString> = vec!["link=/a".into(), "real=/b".into()];
+        let err = path_maps(&twice, dir.path()).unwrap_err();
+        assert!(err.0.contains("\"link=/a\" and --map \"real=/b\""), "{err}");
     }
 
     #[test]

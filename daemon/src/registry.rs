@@ -542,6 +542,7 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         fetched_revision: s.state.fetched_revision,
         notifications_sent: s.state.notifications_sent,
         fetch_behaviour: s.state.fetch_behaviour,
+        withheld: s.state.withheld.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`wire`]: the control protocol spoken on the local socket (newline-delimited JSON-RPC 2.0).
 //! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
+//! - [`mapping`]: `rootsctl proxy --map`, rewriting roots to the paths a server sees them under.
 //! - [`session`]: an MCP session's state, and the one rule for who hears of a change.
 //! - [`workspace`]: what a valid workspace name is.
 //! - [`rendezvous`]: the record by which every client of a user finds the running daemon.
@@ -12,6 +13,7 @@
 //! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
 //! without starting anything.
 
+pub mod mapping;
 pub mod modes;
 pub mod paths;
 pub mod rendezvous;

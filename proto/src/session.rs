@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::mapping::Withheld;
+
 /// Which MCP protocol era a session speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,7 +65,9 @@ pub struct SessionState {
     /// Whether the host's `notifications/initialized` has reached the server.
     #[serde(default)]
     pub initialized: bool,
-    /// The newest store revision whose roots the server was given.
+    /// The newest store revision whose roots the server was given. With `rootsctl proxy
+    /// --map`, a revision whose mapped list is the very list the server was given last counts as
+    /// given: nothing it can see changed, so it is not notified, and `wait` counts it caught up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetched_revision: Option<u64>,
     /// How many times the server was given roots; the daemon notes the time when it grows.
@@ -81,6 +85,10 @@ pub struct SessionState {
     pub notifications_sent: u64,
     #[serde(default)]
     pub fetch_behaviour: FetchBehaviour,
+    /// The roots of the workspace the server was not given (`rootsctl proxy --map`), counted by
+    /// reason, the first few listed. Without `--map` nothing is withheld.
+    #[serde(default, skip_serializing_if = "Withheld::is_empty")]
+    pub withheld: Withheld,
 }
 
 impl SessionState {
@@ -100,6 +108,7 @@ impl SessionState {
             owes_notification,
             notifications_sent,
             fetch_behaviour,
+            withheld,
         } = self;
         *list_changed != other.list_changed
             || *era != other.era
@@ -111,6 +120,7 @@ impl SessionState {
             || *owes_notification != other.owes_notification
             || *notifications_sent != other.notifications_sent
             || *fetch_behaviour != other.fetch_behaviour
+            || *withheld != other.withheld
     }
 }
 

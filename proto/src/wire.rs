@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
 pub use crate::session::{Era, FetchBehaviour, ServerInfo, SessionState};
 use crate::workspace::WorkspaceName;
@@ -429,6 +430,9 @@ pub struct SessionInfo {
     /// How the server keeps its roots current, as the proxy has seen it.
     #[serde(default)]
     pub fetch_behaviour: FetchBehaviour,
+    /// The roots the server was not given (`rootsctl proxy --map`); absent when none were.
+    #[serde(default, skip_serializing_if = "Withheld::is_empty")]
+    pub withheld: Withheld,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

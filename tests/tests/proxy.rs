@@ -29,6 +29,8 @@ mod interop;
 mod lifecycle;
 #[path = "proxy/lines.rs"]
 mod lines;
+#[path = "proxy/map.rs"]
+mod map;
 #[path = "proxy/modern.rs"]
 mod modern;
 #[path = "proxy/passthrough.rs"]

@@ -20,6 +20,7 @@ pub mod stdio;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use futures::StreamExt as _;
 use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
@@ -53,6 +54,14 @@ enum Escalation {
 
 /// Runs the proxy until the server exits; returns how it exited, to pass on.
 pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit> {
+    // A bad --map is a usage error before anything starts.
+    let mapping = if args.map.is_empty() {
+        None
+    } else {
+        let cwd = std::env::current_dir()
+            .context("cannot read the current directory to resolve --map HOST_DIR")?;
+        Some(crate::resolve::path_maps(&args.map, &cwd)?)
+    };
     let mut server = Server::spawn(&args.command)?;
     let server_in = server.child.stdin.take().expect("stdin was piped");
     let server_out = server.child.stdout.take().expect("stdout was piped");
@@ -61,7 +70,11 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         .name
         .clone()
         .unwrap_or_else(|| label::default_label(&args.command));
-    let mut relay = Relay::new(Config::new(!args.no_list_changed), Instant::now());
+    let config = Config {
+        mapping,
+        ..Config::new(!args.no_list_changed)
+    };
+    let mut relay = Relay::new(config, Instant::now());
     let (roots_tx, mut roots) = watch::channel(None);
     let states = link::spawn(
         target.clone(),

@@ -286,6 +286,9 @@ pub struct FakeSetup<'a> {
     pub daemon_gone: bool,
     /// More arguments for the fake server, after the scenario and log.
     pub server_args: &'a [&'a str],
+    /// Options for `rootsctl proxy`, before `--` (it runs in the sandbox, so relative paths are
+    /// the sandbox's).
+    pub proxy_options: &'a [&'a str],
 }
 
 impl FakeSession {
@@ -309,7 +312,7 @@ impl FakeSession {
         let spawned = Instant::now();
         let proxy = Proxy::spawn(
             &sb,
-            &[],
+            setup.proxy_options,
             &fake_server_with(scenario, &log, setup.server_args),
         );
         Self {

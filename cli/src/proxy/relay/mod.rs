@@ -4,7 +4,9 @@
 //!
 //! This module handles what both protocol eras share: splitting a line into messages (a
 //! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, the
-//! requests in flight, and the roots the daemon last sent. The rules of each era live beside it:
+//! requests in flight, and the roots the daemon last sent (rewritten for the server once per
+//! change when the proxy runs with `--map`, [`Mapping`]; both eras answer from that one list).
+//! The rules of each era live beside it:
 //! - [`handshake`] (2024-11-05 … 2025-11-25): the host's `initialize` gains
 //!   `capabilities.roots`; the server's `roots/list` is answered here and never reaches the host;
 //!   the host's own `notifications/roots/list_changed` is dropped; `list_changed` goes to the
@@ -18,6 +20,8 @@
 
 mod handshake;
 mod json;
+#[cfg(test)]
+mod map_tests;
 mod message;
 mod stateless;
 #[cfg(test)]
@@ -28,7 +32,8 @@ mod transcript;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use rootsd_proto::root::ListRootsResult;
+use rootsd_proto::mapping::Mapping;
+use rootsd_proto::root::{ListRootsResult, Root};
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::RootsSnapshot;
 
@@ -58,6 +63,9 @@ pub struct Config {
     pub list_changed: bool,
     pub patience: Duration,
     pub notify_window: Duration,
+    /// `--map`: the server sees each root at its mapped path, and not at all outside the maps.
+    /// `None` gives it the daemon's list as it is.
+    pub mapping: Option<Mapping>,
 }
 
 impl Config {
@@ -66,6 +74,7 @@ impl Config {
             list_changed,
             patience: FIRST_LIST_PATIENCE,
             notify_window: NOTIFY_WINDOW,
+            mapping: None,
         }
     }
 }
@@ -105,8 +114,8 @@ enum Fate {
 #[derive(Default)]
 struct Roots {
     snapshot: Option<RootsSnapshot>,
-    /// `{"roots":[…]}` of the snapshot, serialised once per change: `roots/list` is on the hot
-    /// path.
+    /// `{"roots":[…]}` as the server is to see the snapshot (mapped, with `--map`), serialised
+    /// once per change: `roots/list` is on the hot path.
     json: Vec<u8>,
     /// A request waited its whole patience for a first list in vain: until one arrives, requests
     /// for roots are answered with an error at once.
@@ -256,10 +265,25 @@ impl Relay {
         if self.shared.roots.snapshot.as_ref() == Some(&snapshot) {
             return;
         }
-        self.shared.roots.json = serde_json::to_vec(&ListRootsResult {
-            roots: snapshot.roots.clone(),
-        })
-        .expect("roots always serialise");
+        let json = match &self.shared.config.mapping {
+            None => roots_json(snapshot.roots.clone()),
+            Some(mapping) => {
+                let mapped = mapping.apply(&snapshot.roots);
+                self.shared.state.withheld = mapped.withheld;
+                let json = roots_json(mapped.roots);
+                // A change the server cannot see (all of it outside the maps) leaves it holding
+                // the new revision's list already: it is not notified, and `wait` finds it
+                // caught up as soon as this state reaches the daemon.
+                let holds_it = self.shared.state.fetched_revision.is_some()
+                    && self.shared.state.fetched_revision == self.shared.roots.revision()
+                    && json == self.shared.roots.json;
+                if holds_it {
+                    self.shared.state.fetched_revision = Some(snapshot.revision);
+                }
+                json
+            }
+        };
+        self.shared.roots.json = json;
         self.shared.roots.snapshot = Some(snapshot);
         self.shared.roots.given_up = false;
         self.handshake.answer_waiting(&mut self.shared);
@@ -442,6 +466,11 @@ impl Relay {
                 .insert(json::id_key(id), InFlight { modern });
         }
     }
+}
+
+/// `{"roots":[…]}`, as `roots/list` answers it.
+fn roots_json(roots: Vec<Root>) -> Vec<u8> {
+    serde_json::to_vec(&ListRootsResult { roots }).expect("roots always serialise")
 }
 
 /// What the first bytes of an over-long line show: its id, and whether it is a request.

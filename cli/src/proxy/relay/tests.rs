@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// The moment every test starts at; deadlines count from it.
-fn t0() -> Instant {
+/// The moment every test starts at; deadlines count from it. (`map_tests` shares it.)
+pub(super) fn t0() -> Instant {
     static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     *T0.get_or_init(Instant::now)
 }
