@@ -11,6 +11,8 @@ mod support;
 mod cli;
 #[path = "core/daemon.rs"]
 mod daemon;
+#[path = "core/input.rs"]
+mod input;
 #[path = "core/protocol.rs"]
 mod protocol;
 #[path = "core/roots.rs"]
