@@ -19,6 +19,10 @@
 mod handshake;
 mod json;
 mod message;
+#[cfg(test)]
+mod properties;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod scenario;
 mod stateless;
 #[cfg(test)]
 mod tests;
