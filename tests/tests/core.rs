@@ -9,6 +9,8 @@ mod support;
 
 #[path = "core/cli.rs"]
 mod cli;
+#[path = "core/crash.rs"]
+mod crash;
 #[path = "core/daemon.rs"]
 mod daemon;
 #[path = "core/input.rs"]
