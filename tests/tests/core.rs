@@ -19,3 +19,5 @@ mod input;
 mod protocol;
 #[path = "core/roots.rs"]
 mod roots;
+#[path = "core/soak.rs"]
+mod soak;

@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{RawClient, Sandbox};
+use rootsd_tests::{RawClient, Sandbox, raise_fd_limit, rss_kib};
 use serde_json::json;
 
 const SERVER_SCRIPT: &str = r#"
@@ -287,26 +287,4 @@ fn daemon_pid(sandbox: &Sandbox) -> i32 {
     let status: serde_json::Value =
         serde_json::from_str(&sandbox.ctl_ok(&["status", "--json"])).expect("status JSON");
     status["pid"].as_i64().expect("a pid") as i32
-}
-
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc status")
-}
-
-/// Thousands of connections need more than the usual 1024 descriptors.
-fn raise_fd_limit() {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let _ = setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        },
-    );
 }
