@@ -173,7 +173,7 @@ proptest! {
     fn relay_scenarios_keep_every_rule(bytes in prop::collection::vec(any::<u8>(), 0..4096)) {
         let mut input = Unstructured::new(&bytes);
         if let Ok(generated) = Scenario::arbitrary(&mut input) {
-            scenario::run(&generated);
+            scenario::run(&generated, Instant::now());
         }
     }
 

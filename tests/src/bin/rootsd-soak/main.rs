@@ -128,6 +128,12 @@ fn write_changes(
     };
     let first: Value = client.request("roots.list", json!({"workspace": WORKSPACE}));
     written.revision = first["result"]["revision"].as_u64().expect("a revision");
+    written.roots = first["result"]["roots"]
+        .as_array()
+        .expect("a roots list")
+        .iter()
+        .map(|r| r["uri"].as_str().expect("a uri").to_owned())
+        .collect();
     for n in 0u32.. {
         let slot = start + interval * n;
         if slot >= until {
@@ -141,7 +147,7 @@ fn write_changes(
         }
         // A scrambled walk through the pool, so that the final list is any subset of it.
         let pick = (u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % POOL;
-        let uri = format!("file:///soak/pool/{pick}");
+        let uri = pool_uri(pick);
         let (method, params) = if written.roots.contains(&uri) {
             (
                 "roots.remove",
@@ -173,6 +179,10 @@ fn write_changes(
     written
 }
 
+fn pool_uri(index: usize) -> String {
+    format!("file:///soak/pool/{index}")
+}
+
 /// Samples the daemon's RSS once a second until `stop`: (seconds since the start, KiB).
 fn sample_memory(pid: i32, stop: Arc<AtomicBool>) -> Vec<(f64, u64)> {
     let start = Instant::now();
@@ -182,6 +192,17 @@ fn sample_memory(pid: i32, stop: Arc<AtomicBool>) -> Vec<(f64, u64)> {
         std::thread::sleep(Duration::from_secs(1));
     }
     samples
+}
+
+/// A thread with a name, so that `ps -L` shows where the soak spends its time.
+fn named<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(work)
+        .expect("start a thread")
 }
 
 fn mean(values: &[u64]) -> f64 {
@@ -214,23 +235,37 @@ fn soak(options: &Options) -> bool {
         options.proxies
     );
 
+    // Warm-up: the whole pool at once, so that every connection has carried the longest list the
+    // run can produce before the clock starts. Buffers that grow to the longest message they
+    // carried are a bound, not a leak; the memory comparison looks for drift under steady load.
+    let mut control = sandbox.connect();
+    let warm_up = control.request(
+        "roots.add",
+        json!({"workspace": WORKSPACE, "roots": (0..POOL).map(|i| json!({"uri": pool_uri(i)})).collect::<Vec<_>>()}),
+    );
+    assert!(warm_up.get("result").is_some(), "warm-up failed: {warm_up}");
+
     let stop = Arc::new(AtomicBool::new(false));
     let acks: sessions::AckTimes = Arc::default();
     let (finish, finished) = channel();
     let reader = {
         let (acks, stop) = (Arc::clone(&acks), Arc::clone(&stop));
-        std::thread::spawn(move || sessions::read(streams, acks, finished, CONVERGE_PATIENCE, stop))
+        named("sessions", move || {
+            sessions::read(streams, acks, finished, CONVERGE_PATIENCE, stop)
+        })
     };
     let memory = {
         let stop = Arc::clone(&stop);
-        std::thread::spawn(move || sample_memory(pid, stop))
+        named("memory", move || sample_memory(pid, stop))
     };
     let tally = Arc::new(Mutex::new(proxies::Tally::default()));
     let start = Instant::now();
     let writer = {
         let client = sandbox.connect();
         let (acks, rate) = (Arc::clone(&acks), options.rate);
-        std::thread::spawn(move || write_changes(client, rate, start + duration, acks))
+        named("writer", move || {
+            write_changes(client, rate, start + duration, acks)
+        })
     };
     let live = std::thread::scope(|scope| {
         let churn = scope.spawn(|| {
@@ -280,7 +315,6 @@ fn soak(options: &Options) -> bool {
     let memory = memory.join().expect("the memory sampler finished");
 
     // Sessions that left are gone from the daemon; the live ones are there.
-    let mut control = sandbox.connect();
     let listed = control.request("sessions.list", json!({}))["result"]["sessions"]
         .as_array()
         .map_or(0, Vec::len);

@@ -163,9 +163,9 @@ pub enum Version {
     Unknown,
 }
 
-/// Runs `scenario` through a relay, checking every output; panics on the first broken rule.
-pub fn run(scenario: &Scenario) {
-    let start = Instant::now();
+/// Runs `scenario` through a relay whose clock starts at `start`, checking every output; panics
+/// on the first broken rule.
+pub fn run(scenario: &Scenario, start: Instant) {
     let mut now = start;
     let mut relay = Relay::new(Config::new(scenario.list_changed), now);
     let mut checker = check::Checker::new(scenario.list_changed);
