@@ -32,6 +32,9 @@ const WORKSPACE: &str = "soak";
 const POOL: usize = 50;
 /// The windows whose memory is compared.
 const WINDOW: Duration = Duration::from_secs(10);
+/// Changes made before the clock starts: as many as the daemon's watch feed keeps, so that it is
+/// full when memory is first measured.
+const WARM_UP_CHANGES: u64 = 1024;
 /// How long the sessions and the last proxies get to converge once the changes stop.
 const CONVERGE_PATIENCE: Duration = Duration::from_secs(20);
 
@@ -110,45 +113,40 @@ struct Written {
     late: u64,
 }
 
-/// Toggles roots of the pool at `rate` a second until `until`, recording when each revision was
-/// requested.
-fn write_changes(
-    mut client: RawClient,
-    rate: u32,
-    until: Instant,
+/// The only writer of the soak's workspace: it toggles roots of the pool, one change a request.
+struct Writer {
+    client: RawClient,
+    written: Written,
     acks: sessions::AckTimes,
-) -> Written {
-    let interval = Duration::from_secs(1) / rate;
-    let start = Instant::now();
-    let mut written = Written {
-        changes: 0,
-        revision: 0,
-        roots: BTreeSet::new(),
-        late: 0,
-    };
-    let first: Value = client.request("roots.list", json!({"workspace": WORKSPACE}));
-    written.revision = first["result"]["revision"].as_u64().expect("a revision");
-    written.roots = first["result"]["roots"]
-        .as_array()
-        .expect("a roots list")
-        .iter()
-        .map(|r| r["uri"].as_str().expect("a uri").to_owned())
-        .collect();
-    for n in 0u32.. {
-        let slot = start + interval * n;
-        if slot >= until {
-            break;
+}
+
+impl Writer {
+    fn new(mut client: RawClient, acks: sessions::AckTimes) -> Self {
+        let first: Value = client.request("roots.list", json!({"workspace": WORKSPACE}));
+        let roots = first["result"]["roots"]
+            .as_array()
+            .expect("a roots list")
+            .iter()
+            .map(|r| r["uri"].as_str().expect("a uri").to_owned())
+            .collect();
+        Self {
+            client,
+            written: Written {
+                changes: 0,
+                revision: first["result"]["revision"].as_u64().expect("a revision"),
+                roots,
+                late: 0,
+            },
+            acks,
         }
-        let now = Instant::now();
-        if slot > now {
-            std::thread::sleep(slot - now);
-        } else if now - slot > interval {
-            written.late += 1;
-        }
-        // A scrambled walk through the pool, so that the final list is any subset of it.
-        let pick = (u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % POOL;
+    }
+
+    /// Change number `n`: a scrambled walk through the pool, so that the list at any time is
+    /// any subset of it.
+    fn change(&mut self, n: u64) {
+        let pick = (n.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % POOL;
         let uri = pool_uri(pick);
-        let (method, params) = if written.roots.contains(&uri) {
+        let (method, params) = if self.written.roots.contains(&uri) {
             (
                 "roots.remove",
                 json!({"workspace": WORKSPACE, "targets": [{"input": uri, "uri": uri}]}),
@@ -160,23 +158,67 @@ fn write_changes(
             )
         };
         // The soak is the only writer, so the change will carry the next store revision.
-        acks.lock()
+        self.acks
+            .lock()
             .expect("ack times")
-            .insert(written.revision + 1, Instant::now());
-        let reply = client.request(method, params);
+            .insert(self.written.revision + 1, Instant::now());
+        let reply = self.client.request(method, params);
         let revision = reply["result"]["revision"]
             .as_u64()
             .unwrap_or_else(|| panic!("{method} failed: {reply}"));
-        assert_eq!(revision, written.revision + 1, "one revision per change");
-        written.revision = revision;
+        assert_eq!(
+            revision,
+            self.written.revision + 1,
+            "one revision per change"
+        );
+        self.written.revision = revision;
         if method == "roots.add" {
-            written.roots.insert(uri);
+            self.written.roots.insert(uri);
         } else {
-            written.roots.remove(&uri);
+            self.written.roots.remove(&uri);
         }
-        written.changes += 1;
     }
-    written
+
+    /// Warms up, says when the clock starts, then makes `rate` changes a second for `duration`.
+    fn run(
+        mut self,
+        rate: u32,
+        duration: Duration,
+        started: std::sync::mpsc::Sender<Instant>,
+    ) -> Written {
+        // Every bounded buffer at its bound before the clock starts: the whole pool at once
+        // (every connection carries the longest list the run can produce), then as many changes
+        // as the daemon's watch feed keeps.
+        let pool: Vec<Value> = (0..POOL).map(|i| json!({"uri": pool_uri(i)})).collect();
+        let reply = self
+            .client
+            .request("roots.add", json!({"workspace": WORKSPACE, "roots": pool}));
+        self.written.revision = reply["result"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("warm-up failed: {reply}"));
+        self.written.roots = (0..POOL).map(pool_uri).collect();
+        for n in 0..WARM_UP_CHANGES {
+            self.change(n);
+        }
+        let start = Instant::now();
+        started.send(start).expect("the soak waits for the start");
+        let interval = Duration::from_secs(1) / rate;
+        for n in 0u32.. {
+            let slot = start + interval * n;
+            if slot >= start + duration {
+                break;
+            }
+            let now = Instant::now();
+            if slot > now {
+                std::thread::sleep(slot - now);
+            } else if now - slot > interval {
+                self.written.late += 1;
+            }
+            self.change(WARM_UP_CHANGES + u64::from(n));
+            self.written.changes += 1;
+        }
+        self.written
+    }
 }
 
 fn pool_uri(index: usize) -> String {
@@ -235,16 +277,7 @@ fn soak(options: &Options) -> bool {
         options.proxies
     );
 
-    // Warm-up: the whole pool at once, so that every connection has carried the longest list the
-    // run can produce before the clock starts. Buffers that grow to the longest message they
-    // carried are a bound, not a leak; the memory comparison looks for drift under steady load.
     let mut control = sandbox.connect();
-    let warm_up = control.request(
-        "roots.add",
-        json!({"workspace": WORKSPACE, "roots": (0..POOL).map(|i| json!({"uri": pool_uri(i)})).collect::<Vec<_>>()}),
-    );
-    assert!(warm_up.get("result").is_some(), "warm-up failed: {warm_up}");
-
     let stop = Arc::new(AtomicBool::new(false));
     let acks: sessions::AckTimes = Arc::default();
     let (finish, finished) = channel();
@@ -254,19 +287,25 @@ fn soak(options: &Options) -> bool {
             sessions::read(streams, acks, finished, CONVERGE_PATIENCE, stop)
         })
     };
+    let (started, start) = channel();
+    let writer = {
+        let writer = Writer::new(sandbox.connect(), Arc::clone(&acks));
+        let rate = options.rate;
+        named("writer", move || writer.run(rate, duration, started))
+    };
+    let warming = Instant::now();
+    start
+        .recv()
+        .expect("the writer warms up and starts the clock");
+    println!(
+        "warm-up:        the pool of {POOL} roots, then {WARM_UP_CHANGES} changes, in {:.1} s",
+        warming.elapsed().as_secs_f64()
+    );
     let memory = {
         let stop = Arc::clone(&stop);
         named("memory", move || sample_memory(pid, stop))
     };
     let tally = Arc::new(Mutex::new(proxies::Tally::default()));
-    let start = Instant::now();
-    let writer = {
-        let client = sandbox.connect();
-        let (acks, rate) = (Arc::clone(&acks), options.rate);
-        named("writer", move || {
-            write_changes(client, rate, start + duration, acks)
-        })
-    };
     let live = std::thread::scope(|scope| {
         let churn = scope.spawn(|| {
             proxies::churn(
@@ -409,6 +448,14 @@ fn soak(options: &Options) -> bool {
         memory.iter().map(|(_, k)| *k).max().unwrap_or(0),
         memory.len()
     );
+    let by_window: Vec<String> = memory
+        .chunks(WINDOW.as_secs() as usize)
+        .map(|chunk| {
+            let kib: Vec<u64> = chunk.iter().map(|(_, k)| *k).collect();
+            format!("{:.0}", mean(&kib))
+        })
+        .collect();
+    println!("RSS by {window} s:   {} KiB", by_window.join(", "));
     drop(daemon);
     if failures.is_empty() {
         println!("result:         every check held");
