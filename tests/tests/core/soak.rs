@@ -18,6 +18,8 @@ fn a_short_soak_passes_every_check() {
         "10",
         "--proxies",
         "2",
+        "--warm-up",
+        "10",
     ]));
     assert_exit(&output, 0, "rootsd-soak");
     let summary = stdout_of(&output);

@@ -1,6 +1,7 @@
 //! rootsd's soak: a bounded run under steady load, checking that nothing drifts.
 //!
-//! For `--seconds` (60 by default) it keeps `--sessions` (1,000) registered MCP sessions on raw
+//! After a warm-up (`--warm-up`, 1,024 changes, see [`Writer::run`]), for `--seconds` (60 by
+//! default) it keeps `--sessions` (1,000) registered MCP sessions on raw
 //! control-protocol connections, changes the roots `--rate` (20) times a second, and starts and
 //! stops real `rootsctl proxy` processes (`--proxies`, 4 at a time, each living 1 to 4 s) whose
 //! scripted server is this binary (`rootsd-soak --mcp-server`). Then it checks that every
@@ -32,9 +33,6 @@ const WORKSPACE: &str = "soak";
 const POOL: usize = 50;
 /// The windows whose memory is compared.
 const WINDOW: Duration = Duration::from_secs(10);
-/// Changes made before the clock starts: as many as the daemon's watch feed keeps, so that it is
-/// full when memory is first measured.
-const WARM_UP_CHANGES: u64 = 1024;
 /// How long the sessions and the last proxies get to converge once the changes stop.
 const CONVERGE_PATIENCE: Duration = Duration::from_secs(20);
 
@@ -44,6 +42,9 @@ struct Options {
     rate: u32,
     proxies: usize,
     tolerance_percent: f64,
+    /// Changes made before the clock starts; by default as many as the daemon's watch feed
+    /// keeps (1,024), so that it is full when memory is first measured.
+    warm_up: u64,
 }
 
 impl Options {
@@ -54,6 +55,7 @@ impl Options {
             rate: 20,
             proxies: 4,
             tolerance_percent: 10.0,
+            warm_up: 1024,
         };
         let mut args = args.iter();
         while let Some(flag) = args.next() {
@@ -65,9 +67,10 @@ impl Options {
                 "--rate" => options.rate = value.parse().map_err(|e| bad(&e))?,
                 "--proxies" => options.proxies = value.parse().map_err(|e| bad(&e))?,
                 "--tolerance" => options.tolerance_percent = value.parse().map_err(|e| bad(&e))?,
+                "--warm-up" => options.warm_up = value.parse().map_err(|e| bad(&e))?,
                 other => {
                     return Err(format!(
-                        "unknown option {other}; usage: rootsd-soak [--seconds N] [--sessions N] [--rate N] [--proxies N] [--tolerance PERCENT]"
+                        "unknown option {other}; usage: rootsd-soak [--seconds N] [--sessions N] [--rate N] [--proxies N] [--tolerance PERCENT] [--warm-up CHANGES]"
                     ));
                 }
             }
@@ -182,10 +185,10 @@ impl Writer {
     /// Warms up, says when the clock starts, then makes `rate` changes a second for `duration`.
     fn run(
         mut self,
-        rate: u32,
-        duration: Duration,
+        options: (u32, Duration, u64),
         started: std::sync::mpsc::Sender<Instant>,
     ) -> Written {
+        let (rate, duration, warm_up) = options;
         // Every bounded buffer at its bound before the clock starts: the whole pool at once
         // (every connection carries the longest list the run can produce), then as many changes
         // as the daemon's watch feed keeps.
@@ -197,7 +200,7 @@ impl Writer {
             .as_u64()
             .unwrap_or_else(|| panic!("warm-up failed: {reply}"));
         self.written.roots = (0..POOL).map(pool_uri).collect();
-        for n in 0..WARM_UP_CHANGES {
+        for n in 0..warm_up {
             self.change(n);
         }
         let start = Instant::now();
@@ -214,7 +217,7 @@ impl Writer {
             } else if now - slot > interval {
                 self.written.late += 1;
             }
-            self.change(WARM_UP_CHANGES + u64::from(n));
+            self.change(warm_up + u64::from(n));
             self.written.changes += 1;
         }
         self.written
@@ -290,15 +293,16 @@ fn soak(options: &Options) -> bool {
     let (started, start) = channel();
     let writer = {
         let writer = Writer::new(sandbox.connect(), Arc::clone(&acks));
-        let rate = options.rate;
-        named("writer", move || writer.run(rate, duration, started))
+        let plan = (options.rate, duration, options.warm_up);
+        named("writer", move || writer.run(plan, started))
     };
     let warming = Instant::now();
     start
         .recv()
         .expect("the writer warms up and starts the clock");
     println!(
-        "warm-up:        the pool of {POOL} roots, then {WARM_UP_CHANGES} changes, in {:.1} s",
+        "warm-up:        the pool of {POOL} roots, then {} changes, in {:.1} s",
+        options.warm_up,
         warming.elapsed().as_secs_f64()
     );
     let memory = {
