@@ -1,16 +1,22 @@
 //! The command line, as clap parses it.
 
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
+use clap::builder::TypedValueParser as _;
+use clap::parser::ValueSource;
 use clap::{Args, Parser, Subcommand};
 use rootsd_proto::WorkspaceName;
+
+use crate::errors::UsageError;
 
 const ENVIRONMENT: &str = "\
 Environment:
   ROOTSD_SOCKET         socket path (same as --socket)
   ROOTSD_NO_AUTOSTART   set to 1 to never start rootsd (same as --no-autostart)
   ROOTSD_BIN            the rootsd binary to autostart (default: next to rootsctl, else PATH)
-  ROOTSD_STATE_DIR      state directory an autostarted rootsd uses";
+  ROOTSD_STATE_DIR      state directory an autostarted rootsd uses
+Set but empty, ROOTSD_SOCKET, ROOTSD_STATE_DIR and ROOTSD_BIN are refused: unset them instead.";
 
 /// The exit statuses, from the one table that decides them, then the environment.
 fn after_help() -> String {
@@ -25,7 +31,16 @@ fn after_help() -> String {
 #[command(name = "rootsctl", version, after_help = after_help())]
 pub struct Cli {
     /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
-    #[arg(long, global = true, env = "ROOTSD_SOCKET", value_name = "PATH")]
+    ///
+    /// Parsed without clap's own check for an empty value, whose message would not say where
+    /// the empty value came from: [`refuse_empty_settings`] names the flag or the variable.
+    #[arg(
+        long,
+        global = true,
+        env = "ROOTSD_SOCKET",
+        value_name = "PATH",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+    )]
     pub socket: Option<PathBuf>,
     /// Fail with exit status 3 instead of starting rootsd when it is not running
     #[arg(
@@ -93,7 +108,7 @@ pub struct JsonArg {
 pub struct AddArgs {
     /// Directories to add: paths (relative to the current directory) or file:// URIs
     #[arg(required = true, value_name = "PATH|URI")]
-    pub paths: Vec<String>,
+    pub paths: Vec<OsString>,
     /// Display name [default: the directory's base name]; only with a single PATH
     #[arg(long, short = 'n')]
     pub name: Option<String>,
@@ -143,7 +158,7 @@ pub struct ProxyArgs {
 pub struct RemoveArgs {
     /// Roots to remove: paths, file:// URIs or display names
     #[arg(required = true, value_name = "PATH|URI|NAME")]
-    pub targets: Vec<String>,
+    pub targets: Vec<OsString>,
     #[command(flatten)]
     pub workspace: WorkspaceArg,
     #[command(flatten)]
@@ -173,6 +188,76 @@ pub struct WatchArgs {
     pub json: JsonArg,
 }
 
+/// rootsctl's variables that name a path, and what leaving each unset means.
+const PATH_VARIABLES: [(&str, &str); 3] = [
+    (
+        "ROOTSD_SOCKET",
+        "to use the running rootsd's socket, or set it to a socket path",
+    ),
+    (
+        "ROOTSD_STATE_DIR",
+        "to use the default state directory, or set it to a directory",
+    ),
+    (
+        "ROOTSD_BIN",
+        "to start the rootsd next to rootsctl or on PATH, or set it to a rootsd binary",
+    ),
+];
+
+/// Refuses a path setting that is present but empty. Ignoring it, as an unset variable is
+/// ignored, would quietly reach another daemon than the one meant (`ROOTSD_SOCKET=$UNSET_VAR`);
+/// the message names the flag or the variable. `socket` is `--socket` as parsed and
+/// `socket_source` where clap found it; `var` reads the environment.
+pub fn refuse_empty_settings(
+    socket: Option<&Path>,
+    socket_source: Option<ValueSource>,
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<(), UsageError> {
+    if socket.is_some_and(|s| s.as_os_str().is_empty())
+        && socket_source == Some(ValueSource::CommandLine)
+    {
+        return Err(UsageError(
+            "--socket is empty: give the socket's path, or leave --socket out to use the running rootsd's"
+                .to_owned(),
+        ));
+    }
+    for (name, unset_means) in PATH_VARIABLES {
+        // A command-line --socket wins over ROOTSD_SOCKET, which then does not matter.
+        let overridden = name == "ROOTSD_SOCKET" && socket_source == Some(ValueSource::CommandLine);
+        if !overridden && var(name).is_some_and(|v| v.is_empty()) {
+            return Err(UsageError(format!(
+                "{name} is set but empty: unset it (`unset {name}`) {unset_means}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an empty or blank path argument, naming its position: an empty argument (often an
+/// unset shell variable, `rootsctl add "$DIR"`) would otherwise mean the current directory.
+/// A directory whose name really is blank can still be named as `./NAME`.
+pub fn refuse_blank_arguments(what: &str, inputs: &[OsString]) -> Result<(), UsageError> {
+    for (position, input) in inputs.iter().enumerate() {
+        let position = position + 1;
+        if input.is_empty() {
+            return Err(UsageError(format!(
+                "{what} argument {position} is empty: give a path (`.` for the current directory)"
+            )));
+        }
+        if is_blank(input) {
+            return Err(UsageError(format!(
+                "{what} argument {position} is only whitespace ({input:?}): to name a directory called that, write it as ./{input:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn is_blank(input: &OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    input.as_bytes().iter().all(u8::is_ascii_whitespace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +273,65 @@ mod tests {
         let err = Cli::try_parse_from(["rootsctl", "list", "--workspace", "a b"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("may only contain"), "{err}");
+    }
+
+    #[test]
+    fn blank_arguments_are_refused_by_position() {
+        let args = |list: &[&str]| list.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(refuse_blank_arguments("PATH|URI", &args(&[".", "a b", "./ "])).is_ok());
+        let err = refuse_blank_arguments("PATH|URI", &args(&["a", ""])).unwrap_err();
+        assert_eq!(
+            err.0,
+            "PATH|URI argument 2 is empty: give a path (`.` for the current directory)"
+        );
+        let err = refuse_blank_arguments("PATH|URI|NAME", &args(&[" \t"])).unwrap_err();
+        assert!(
+            err.0
+                .starts_with("PATH|URI|NAME argument 1 is only whitespace (\" \\t\")"),
+            "{}",
+            err.0
+        );
+    }
+
+    #[test]
+    fn an_empty_path_setting_is_refused_naming_where_it_came_from() {
+        let env = |empty: &'static str| move |name: &str| (name == empty).then(OsString::new);
+        let none = |_: &str| None;
+        assert!(refuse_empty_settings(None, None, none).is_ok());
+        for name in ["ROOTSD_SOCKET", "ROOTSD_STATE_DIR", "ROOTSD_BIN"] {
+            let err = refuse_empty_settings(None, None, env(name)).unwrap_err();
+            assert!(
+                err.0
+                    .starts_with(&format!("{name} is set but empty: unset it")),
+                "{}",
+                err.0
+            );
+        }
+        // clap hands an empty ROOTSD_SOCKET over as the --socket value.
+        let empty = Path::new("");
+        let err = refuse_empty_settings(
+            Some(empty),
+            Some(ValueSource::EnvVariable),
+            env("ROOTSD_SOCKET"),
+        )
+        .unwrap_err();
+        assert!(
+            err.0.starts_with("ROOTSD_SOCKET is set but empty"),
+            "{}",
+            err.0
+        );
+        let err =
+            refuse_empty_settings(Some(empty), Some(ValueSource::CommandLine), none).unwrap_err();
+        assert!(err.0.starts_with("--socket is empty"), "{}", err.0);
+        // An explicit --socket makes ROOTSD_SOCKET irrelevant.
+        let given = Path::new("/s.sock");
+        assert!(
+            refuse_empty_settings(
+                Some(given),
+                Some(ValueSource::CommandLine),
+                env("ROOTSD_SOCKET")
+            )
+            .is_ok()
+        );
     }
 }

@@ -13,13 +13,20 @@ use rootsd_proto::wire::{
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
 
-use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs};
+use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs, refuse_blank_arguments};
 use crate::autostart::Target;
 use crate::errors::{UsageError, WaitTimeout};
-use crate::output::{self, describe, display_path, table};
+use crate::output::{self, describe, display_name, display_path, escape, table};
 use crate::resolve::{remove_target, resolve_root};
 
 pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    refuse_blank_arguments("PATH|URI", &args.paths)?;
+    if args.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+        bail!(UsageError(
+            "--name is empty: give a name, or leave --name out to name the root after its directory"
+                .into()
+        ));
+    }
     if args.name.is_some() && args.paths.len() > 1 {
         bail!(UsageError(
             "--name names a single root, but several paths were given: add them one at a time"
@@ -52,6 +59,7 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
 }
 
 pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    refuse_blank_arguments("PATH|URI|NAME", &args.targets)?;
     let cwd = current_dir()?;
     let targets = args
         .targets
@@ -130,7 +138,11 @@ fn describe_sessions(sessions: &[SessionInfo]) -> String {
     sessions
         .iter()
         .map(|s| {
-            let label = if s.label.is_empty() { "-" } else { &s.label };
+            let label = if s.label.is_empty() {
+                "-".into()
+            } else {
+                escape(&s.label)
+            };
             format!("session {} ({label}, pid {})", s.id, s.pid)
         })
         .collect::<Vec<_>>()
@@ -197,12 +209,12 @@ fn print_roots(out: &mut impl Write, snapshot: &RootsSnapshot) -> anyhow::Result
         return Ok(());
     }
     let mut rows = vec![vec!["NAME".to_owned(), "PATH".to_owned()]];
-    rows.extend(snapshot.roots.iter().map(|root| {
-        vec![
-            root.name.clone().unwrap_or_else(|| "-".to_owned()),
-            display_path(root),
-        ]
-    }));
+    rows.extend(
+        snapshot
+            .roots
+            .iter()
+            .map(|root| vec![display_name(root), display_path(root)]),
+    );
     Ok(table(out, &rows)?)
 }
 
@@ -241,9 +253,9 @@ pub async fn status(target: &Target, args: JsonArg, out: &mut impl Write) -> any
         return Ok(output::json(out, &s)?);
     }
     let socket = if s.socket_activated {
-        format!("{} (from systemd)", s.socket)
+        format!("{} (from systemd)", escape(&s.socket))
     } else {
-        s.socket.clone()
+        escape(&s.socket).into_owned()
     };
     let rows = vec![
         vec![
@@ -253,7 +265,7 @@ pub async fn status(target: &Target, args: JsonArg, out: &mut impl Write) -> any
         vec!["pid:".into(), s.pid.to_string()],
         vec!["uptime:".into(), output::duration(s.uptime_secs)],
         vec!["socket:".into(), socket],
-        vec!["state dir:".into(), s.state_dir.clone()],
+        vec!["state dir:".into(), escape(&s.state_dir).into_owned()],
         vec!["revision:".into(), s.revision.to_string()],
         vec!["roots:".into(), s.roots.to_string()],
         vec!["workspaces:".into(), s.workspaces.to_string()],
@@ -390,19 +402,24 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
         .to_vec(),
     ];
     for s in &result.sessions {
+        // The server's name and version and the protocol it chose are the server's own words.
         let server = s.server.as_ref().map_or("-".to_owned(), |i| {
-            format!("{} {}", i.name, i.version).trim().to_owned()
+            format!("{} {}", escape(&i.name), escape(&i.version))
+                .trim()
+                .to_owned()
         });
         rows.push(vec![
             s.id.to_string(),
             if s.label.is_empty() {
                 "-".into()
             } else {
-                s.label.clone()
+                escape(&s.label).into_owned()
             },
             s.pid.to_string(),
             server,
-            s.protocol_version.clone().unwrap_or_else(|| "-".into()),
+            s.protocol_version
+                .as_deref()
+                .map_or_else(|| "-".into(), |v| escape(v).into_owned()),
             serde_json::to_value(s.era)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))

@@ -8,6 +8,7 @@
 //! only defines errors and statuses; it does no I/O and raises nothing itself.
 
 use std::cmp::Ordering;
+use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -254,14 +255,14 @@ pub struct ProblemsFound(pub usize);
 pub enum ResolveError {
     /// `reason` names the input itself, so the input is kept only for callers.
     #[error("{reason}")]
-    Root { input: String, reason: RootError },
+    Root { input: OsString, reason: RootError },
     #[error("{input:?} does not exist: create it first, or pass --allow-missing to add it anyway")]
-    Missing { input: String },
-    #[error("{input:?} is not a directory ({path}): a root must be a directory")]
-    NotDirectory { input: String, path: PathBuf },
-    #[error("{input:?}: cannot resolve {path}: {error}")]
+    Missing { input: OsString },
+    #[error("{input:?} is not a directory ({path:?}): a root must be a directory")]
+    NotDirectory { input: OsString, path: PathBuf },
+    #[error("{input:?}: cannot resolve {path:?}: {error}")]
     Io {
-        input: String,
+        input: OsString,
         path: PathBuf,
         error: io::Error,
     },

@@ -4,11 +4,11 @@
 use std::io::{self, Write as _};
 use std::process::ExitCode;
 
-use clap::{CommandFactory as _, Parser as _};
-use rootsctl::args::{Cli, Command};
+use clap::{CommandFactory as _, FromArgMatches as _};
+use rootsctl::args::{self, Cli, Command};
 use rootsctl::autostart::Target;
-use rootsctl::commands;
 use rootsctl::errors::{self, Exit};
+use rootsctl::{commands, output};
 
 fn main() -> ExitCode {
     // `rootsctl proxy` starts its server through a copy of itself; that copy is not a command.
@@ -19,12 +19,21 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(rootsctl::proxy::server::exec_server(&args[2..]));
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches)
+        .map_err(|err| err.format(&mut Cli::command()))
+        .unwrap_or_else(|err| err.exit());
+    let settings = args::refuse_empty_settings(
+        cli.socket.as_deref(),
+        matches.value_source("socket"),
+        |name| std::env::var_os(name),
+    );
     let target = Target::new(cli.socket.clone(), cli.no_autostart);
     // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only
     // the other commands may hold it.
     let result = match cli.command {
         Command::Completions { shell } => completions(shell),
+        _ if settings.is_err() => settings.map_err(anyhow::Error::from),
         Command::Proxy(args) => {
             let runtime = runtime();
             let result = runtime
@@ -47,7 +56,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::from(Exit::Success.code()),
         Err(err) => {
             if !errors::is_silent(&err) {
-                eprintln!("rootsctl: error: {err:#}");
+                // Messages may quote a path, a name or what a daemon or server said.
+                let message = format!("{err:#}");
+                eprintln!("rootsctl: error: {}", output::escape_controls(&message));
             }
             ExitCode::from(errors::exit_status(&err))
         }

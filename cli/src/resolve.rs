@@ -1,10 +1,10 @@
 //! Turning what the user typed into roots: done here, in the CLI, because only the CLI knows the
 //! caller's working directory.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
-
-use std::ffi::OsString;
 
 use rootsd_proto::RootError;
 use rootsd_proto::mapping::{Mapping, PathMap};
@@ -20,13 +20,14 @@ pub struct Resolved {
     pub uri: String,
 }
 
-/// Resolves `input` (a path, relative to `cwd`, or a `file://` URI) to a root.
+/// Resolves `input` (a path, relative to `cwd`, or a `file://` URI) to a root. A path need not
+/// be UTF-8: its bytes are percent-encoded in the URI.
 ///
 /// Symlinks are followed to the real path, because servers check tool paths against the real
 /// path of each root. The target must be an existing directory unless `allow_missing`, in which
 /// case the longest existing ancestor is resolved and the rest appended as written.
 pub fn resolve_root(
-    input: &str,
+    input: &OsStr,
     cwd: &Path,
     allow_missing: bool,
 ) -> Result<Resolved, ResolveError> {
@@ -69,23 +70,26 @@ pub fn resolve_root(
 /// A URI argument is only a URI. A path argument is resolved like `add` resolves it, without
 /// requiring it to exist (a root may have been deleted from disk), and is also offered as a name
 /// so `rootsctl remove app` removes the root named `app`.
-pub fn remove_target(input: &str, cwd: &Path) -> Result<RemoveTarget, ResolveError> {
-    if looks_like_uri(input) {
-        let uri = root::canonical_uri(input).map_err(|reason| ResolveError::Root {
+///
+/// An argument that is not UTF-8 can only be a path: root names are UTF-8, and so is every URI.
+pub fn remove_target(input: &OsStr, cwd: &Path) -> Result<RemoveTarget, ResolveError> {
+    let text = input.to_str();
+    if let Some(uri) = text.filter(|t| looks_like_uri(t)) {
+        let uri = root::canonical_uri(uri).map_err(|reason| ResolveError::Root {
             input: input.to_owned(),
             reason,
         })?;
         return Ok(RemoveTarget {
-            input: input.to_owned(),
+            input: input_text(input),
             uri: Some(uri),
             name: None,
         });
     }
     let uri = resolve_root(input, cwd, true).ok().map(|r| r.uri);
     Ok(RemoveTarget {
-        input: input.to_owned(),
+        input: input_text(input),
         uri,
-        name: Some(input.to_owned()),
+        name: text.map(str::to_owned),
     })
 }
 
@@ -110,17 +114,22 @@ pub fn path_maps(args: &[OsString], cwd: &Path) -> Result<Mapping, UsageError> {
     Mapping::new(maps).map_err(usage)
 }
 
-fn to_path(input: &str, cwd: &Path) -> Result<PathBuf, ResolveError> {
+/// What the daemon quotes back in its messages for an argument.
+fn input_text(input: &OsStr) -> String {
+    input.to_string_lossy().into_owned()
+}
+
+fn to_path(input: &OsStr, cwd: &Path) -> Result<PathBuf, ResolveError> {
     let root_err = |reason| ResolveError::Root {
-        input: input.to_owned(),
+        input: OsString::from(input),
         reason,
     };
-    if looks_like_uri(input) {
-        return root::path_from_uri(input).map_err(root_err);
+    if let Some(uri) = input.to_str().filter(|t| looks_like_uri(t)) {
+        return root::path_from_uri(uri).map_err(root_err);
     }
-    if input.contains('\0') {
+    if input.as_bytes().contains(&0) {
         return Err(root_err(RootError::NulByte {
-            path: PathBuf::from(input.replace('\0', "\\0")),
+            path: PathBuf::from(input),
         }));
     }
     Ok(cwd.join(input))
@@ -169,7 +178,7 @@ mod tests {
         let real = dir.path().join("real dir#1");
         std::fs::create_dir(&real).unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
-        let resolved = resolve_root("link", dir.path(), false).unwrap();
+        let resolved = resolve_root("link".as_ref(), dir.path(), false).unwrap();
         assert_eq!(resolved.path, real.canonicalize().unwrap());
         assert!(
             resolved.uri.ends_with("/real%20dir%231"),
@@ -183,11 +192,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), "x").unwrap();
         assert!(matches!(
-            resolve_root("nope", dir.path(), false),
+            resolve_root("nope".as_ref(), dir.path(), false),
             Err(ResolveError::Missing { .. })
         ));
         assert!(matches!(
-            resolve_root("f", dir.path(), false),
+            resolve_root("f".as_ref(), dir.path(), false),
             Err(ResolveError::NotDirectory { .. })
         ));
     }
@@ -196,13 +205,14 @@ mod tests {
     fn allow_missing_resolves_the_existing_ancestor() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
-        let resolved = resolve_root("a/b/../c", dir.path(), true).unwrap();
+        let resolved = resolve_root("a/b/../c".as_ref(), dir.path(), true).unwrap();
         assert_eq!(resolved.path, base.join("a").join("c"));
     }
 
     #[test]
     fn other_schemes_are_refused_with_the_reason() {
-        let err = resolve_root("https://example.com/x", Path::new("/"), false).unwrap_err();
+        let err =
+            resolve_root("https://example.com/x".as_ref(), Path::new("/"), false).unwrap_err();
         assert!(err.to_string().contains("must be file:// URIs"), "{err}");
     }
 
@@ -229,11 +239,25 @@ mod tests {
 
     #[test]
     fn remove_targets_offer_the_name_too() {
-        let target = remove_target("app", Path::new("/srv")).unwrap();
+        let target = remove_target("app".as_ref(), Path::new("/srv")).unwrap();
         assert_eq!(target.name.as_deref(), Some("app"));
         assert!(target.uri.is_some());
-        let target = remove_target("file:///srv/x/", Path::new("/")).unwrap();
+        let target = remove_target("file:///srv/x/".as_ref(), Path::new("/")).unwrap();
         assert_eq!(target.uri.as_deref(), Some("file:///srv/x"));
         assert_eq!(target.name, None);
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_resolves_to_a_percent_encoded_uri() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let name = OsStr::from_bytes(b"caf\xe9 \xff");
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        let resolved = resolve_root(name, dir.path(), false).unwrap();
+        assert!(resolved.uri.ends_with("/caf%E9%20%FF"), "{}", resolved.uri);
+        assert_eq!(root::path_from_uri(&resolved.uri).unwrap(), resolved.path);
+        let target = remove_target(name, dir.path()).unwrap();
+        assert_eq!(target.uri, Some(resolved.uri));
+        assert_eq!(target.name, None, "no root name can be anything but UTF-8");
     }
 }

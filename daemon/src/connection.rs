@@ -362,8 +362,9 @@ impl<'a> ConnectionState<'a> {
 }
 
 /// Checks the JSON-RPC envelope. On failure returns the id to answer with (`null` when the id
-/// itself could not be read) and the error.
-fn parse_request(line: &str) -> Result<Request, (Value, RequestError)> {
+/// itself could not be read) and the error. Public, with [`parse`], for the fuzz target and the
+/// property tests of the decoder.
+pub fn parse_request(line: &str) -> Result<Request, (Value, RequestError)> {
     let value: Value = serde_json::from_str(line).map_err(|e| {
         (
             Value::Null,
@@ -415,7 +416,8 @@ fn parse_request(line: &str) -> Result<Request, (Value, RequestError)> {
     })
 }
 
-fn parse<M: Method>(params: Value) -> Result<M::Params, RequestError> {
+/// A request's params read as method `M`'s; an absent or `null` params is an empty object.
+pub fn parse<M: Method>(params: Value) -> Result<M::Params, RequestError> {
     let params = if params.is_null() {
         Value::Object(Default::default())
     } else {

@@ -505,6 +505,30 @@ pub fn daemon_pid(state: &Path) -> Option<i32> {
     record["pid"].as_i64().and_then(|p| i32::try_from(p).ok())
 }
 
+/// The resident memory of process `pid`, in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc status")
+}
+
+/// Raises this process's descriptor limit to its maximum: thousands of connections need more
+/// than the usual 1024, and a daemon started afterwards inherits the limit.
+pub fn raise_fd_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,11 +9,17 @@ mod support;
 
 #[path = "core/cli.rs"]
 mod cli;
+#[path = "core/crash.rs"]
+mod crash;
 #[path = "core/daemon.rs"]
 mod daemon;
+#[path = "core/input.rs"]
+mod input;
 #[path = "core/protocol.rs"]
 mod protocol;
 #[path = "core/roots.rs"]
 mod roots;
+#[path = "core/soak.rs"]
+mod soak;
 #[path = "core/store.rs"]
 mod store;

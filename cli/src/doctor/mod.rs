@@ -30,6 +30,7 @@ use serde::Serialize;
 use crate::args::JsonArg;
 use crate::autostart::Target;
 use crate::errors::ProblemsFound;
+use crate::output::{escape_bytes, escape_controls};
 
 pub use systemd::Systemd;
 
@@ -153,8 +154,15 @@ pub async fn diagnose(
     }
 }
 
+/// Prints the report for people. Findings quote paths and what the daemon and systemd said, so
+/// each line passes through [`escape_controls`].
 fn print_report(out: &mut impl Write, report: &Report) -> io::Result<()> {
-    writeln!(out, "rootsctl doctor: socket {}", report.socket.display())?;
+    use std::os::unix::ffi::OsStrExt as _;
+    writeln!(
+        out,
+        "rootsctl doctor: socket {}",
+        escape_bytes(report.socket.as_os_str().as_bytes())
+    )?;
     let width = report
         .checks
         .iter()
@@ -171,9 +179,11 @@ fn print_report(out: &mut impl Write, report: &Report) -> io::Result<()> {
         writeln!(
             out,
             "  {label:<4}  {:<width$}  {}",
-            check.name, check.summary
+            check.name,
+            escape_controls(&check.summary)
         )?;
         if let Some(fix) = &check.fix {
+            let fix = escape_controls(fix);
             writeln!(out, "  {:<4}  {:<width$}  fix: {fix}", "", "")?;
         }
     }

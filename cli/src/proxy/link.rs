@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
+use crate::output::escape_controls;
 
 /// Reconnection backoff bounds.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -53,7 +54,7 @@ async fn run(
                 if connected_before {
                     eprintln!(
                         "rootsctl proxy: reconnected to rootsd at {}",
-                        target.socket.display()
+                        escape_controls(&target.socket.display().to_string())
                     );
                 }
                 connected_before = true;
@@ -65,13 +66,17 @@ async fn run(
                     Ended::ProxyDone => return,
                     Ended::Lost(reason) => {
                         eprintln!(
-                            "rootsctl proxy: lost rootsd ({reason}); serving the last roots and reconnecting"
+                            "rootsctl proxy: lost rootsd ({}); serving the last roots and reconnecting",
+                            escape_controls(&reason)
                         );
                     }
                 }
             }
             Err(err) if !connected_before && backoff == FIRST_RETRY => {
-                eprintln!("rootsctl proxy: {err}; relaying anyway and retrying in the background");
+                eprintln!(
+                    "rootsctl proxy: {}; relaying anyway and retrying in the background",
+                    escape_controls(&err.to_string())
+                );
             }
             Err(_) => {}
         }

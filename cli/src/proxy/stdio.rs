@@ -515,6 +515,68 @@ mod tests {
         assert!(matches!(&lines[..], [Line::Complete(l)] if l.len() == MAX_LINE_BYTES));
     }
 
+    /// A stream that hands out its bytes in the chunks it was given, as pipes do.
+    struct Chunked {
+        data: Vec<u8>,
+        sizes: Vec<usize>,
+        read: usize,
+        next: usize,
+    }
+
+    impl AsyncRead for Chunked {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let this = self.get_mut();
+            let size = this
+                .sizes
+                .get(this.next)
+                .copied()
+                .unwrap_or(usize::MAX)
+                .max(1);
+            this.next += 1;
+            let end = this.data.len().min(this.read + size.min(buf.remaining()));
+            buf.put_slice(&this.data[this.read..end]);
+            this.read = end;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// However the bytes arrive, the lines are the bytes split at each newline, a last line
+        /// without one included.
+        #[test]
+        fn lines_do_not_depend_on_how_the_bytes_arrive(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048)
+                // One byte in sixteen a newline.
+                .prop_map(|bytes| bytes.into_iter().map(|b| if b % 16 == 0 { b'\n' } else { b }).collect::<Vec<u8>>()),
+            sizes in proptest::collection::vec(1usize..300, 0..64),
+        ) {
+            let mut expected: Vec<Line> = data
+                .split(|b| *b == b'\n')
+                .map(|l| Line::Complete(l.to_vec()))
+                .collect();
+            if data.last().is_none_or(|b| *b == b'\n') {
+                // The split leaves an empty piece after a final newline (or of an empty stream).
+                expected.pop();
+            }
+            let stream = Chunked { data, sizes, read: 0, next: 0 };
+            let lines = futures::executor::block_on(async {
+                let mut reader = LineReader::new(stream);
+                let mut out = Vec::new();
+                while let Some(line) = reader.next_line().await.unwrap() {
+                    out.push(line);
+                }
+                out
+            });
+            proptest::prop_assert_eq!(lines, expected);
+        }
+    }
+
     #[tokio::test]
     async fn the_queue_reports_full_past_its_high_water_mark_and_drains() {
         let (reader, writer) = tokio::io::duplex(1024);

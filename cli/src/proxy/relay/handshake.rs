@@ -71,8 +71,12 @@ impl Handshake {
         ) {
             Some(()) => Fate::Replace(editor.finish()),
             // `params` or `capabilities` is not an object: the server will refuse the request
-            // itself, and it is not the proxy's to repair.
-            None => Fate::Keep,
+            // itself, and it is not the proxy's to repair. Nothing was declared, so should the
+            // server accept it anyway, it is never sent list_changed.
+            None => {
+                shared.state.list_changed = false;
+                Fate::Keep
+            }
         }
     }
 

@@ -23,6 +23,10 @@ mod json;
 #[cfg(test)]
 mod map_tests;
 mod message;
+#[cfg(test)]
+mod properties;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod scenario;
 mod stateless;
 #[cfg(test)]
 mod tests;
@@ -499,6 +503,12 @@ fn leading_members(prefix: &[u8]) -> Option<Leading> {
         let Some(member) = json::member_at(prefix, pos) else {
             return Some(leading);
         };
+        let value = member.value.of(prefix);
+        if member.value.end == prefix.len() && !matches!(value.first(), Some(b'"' | b'{' | b'[')) {
+            // A number or literal that runs to the end of the prefix may go on in the part
+            // that was dropped: it is not complete.
+            return Some(leading);
+        }
         match member.key(prefix).as_ref() {
             "id" => {
                 let raw = member.value.of(prefix);

@@ -404,17 +404,11 @@ impl Stateless {
         let request_span = json::root(&exchange.request)?;
         retry.set(request_span, "id", &retry_id);
         let params = json::get(&exchange.request, request_span, "params")?;
-        let mut answers = Vec::from(&b"{"[..]);
-        for (i, key) in roots_keys.iter().enumerate() {
-            if i > 0 {
-                answers.push(b',');
-            }
-            answers.extend_from_slice(&serde_json::to_vec(key).expect("strings always serialise"));
-            answers.push(b':');
-            answers.extend_from_slice(&shared.roots.json);
-        }
-        answers.push(b'}');
-        retry.set(params, "inputResponses", &answers);
+        retry.set(
+            params,
+            "inputResponses",
+            &roots_answers(shared, &roots_keys),
+        );
         match state {
             // Echoed byte for byte: it is the server's, and opaque to everyone else.
             Some(state) => retry.set(params, "requestState", state.of(msg.text)),
@@ -562,22 +556,40 @@ fn add_roots_answers(shared: &mut Shared, request: &[u8], keys: &[String]) -> Ve
         return request.to_vec();
     };
     let mut editor = Editor::new(request);
-    for key in keys {
-        if editor
-            .ensure(
-                span,
-                &["params", "inputResponses"],
-                key,
-                &shared.roots.json,
-                false,
-            )
-            .is_none()
-        {
-            return request.to_vec();
+    let existing = json::at(request, span, &["params", "inputResponses"]);
+    let added = match existing {
+        // Each answer joins the host's own.
+        Some(responses) if json::is_object(request, responses) => keys
+            .iter()
+            .try_for_each(|key| editor.set(responses, key, &shared.roots.json)),
+        Some(_) => None,
+        // The host answered nothing: one new `inputResponses` with every answer, since the
+        // editor reads the original line and would add one `inputResponses` per key.
+        None => {
+            let answers = roots_answers(shared, keys);
+            editor.ensure(span, &["params"], "inputResponses", &answers, false)
         }
+    };
+    if added.is_none() {
+        return request.to_vec();
     }
     shared.note_fetch();
     editor.finish()
+}
+
+/// `{"key": {"roots": […]}, …}`: the roots as the answer to each of `keys`.
+fn roots_answers(shared: &Shared, keys: &[String]) -> Vec<u8> {
+    let mut answers = Vec::from(&b"{"[..]);
+    for (i, key) in keys.iter().enumerate() {
+        if i > 0 {
+            answers.push(b',');
+        }
+        answers.extend_from_slice(&serde_json::to_vec(key).expect("strings always serialise"));
+        answers.push(b':');
+        answers.extend_from_slice(&shared.roots.json);
+    }
+    answers.push(b'}');
+    answers
 }
 
 /// The raw id of a request the proxy built or edited (it always has one).

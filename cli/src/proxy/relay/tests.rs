@@ -546,3 +546,30 @@ fn a_retry_answer_that_no_parser_accepts_still_reaches_the_host_under_its_id() {
     expected.extend_from_slice(&answer[br#"{"jsonrpc":"2.0","id":"#.len() + retry_id.len()..]);
     assert_eq!(forwarded, &expected);
 }
+
+#[test]
+fn a_server_whose_initialize_could_not_declare_roots_is_never_notified() {
+    // The host's capabilities are not an object, so the proxy cannot declare listChanged in
+    // them; the server must then never get a list_changed. Found by the scenario invariants.
+    let mut relay = Relay::new(Config::new(true), t0());
+    let initialize = json!({"jsonrpc":"2.0","id":0,"method":"initialize",
+        "params":{"protocolVersion":"2025-11-25","capabilities":null}});
+    let out = host(&mut relay, initialize.clone());
+    assert_eq!(lines(&out, true), [initialize]);
+    server(
+        &mut relay,
+        json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{}}}),
+    );
+    host(
+        &mut relay,
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+    );
+    relay.roots_changed_at(snapshot(1, &["a"]));
+    server(
+        &mut relay,
+        json!({"jsonrpc":"2.0","id":"r","method":"roots/list"}),
+    );
+    relay.roots_changed_at(snapshot(2, &["a", "b"]));
+    assert_eq!(list_changed_count(&relay.take_output()), 0);
+    assert!(!relay.state().list_changed);
+}

@@ -541,6 +541,28 @@ fn a_2026_request_mixing_roots_and_elicitation_goes_to_the_host_and_roots_join_i
 }
 
 #[test]
+fn several_roots_requests_mixed_in_are_all_taken_out_and_all_answered_in_the_retry() {
+    // Found by the property tests: removing two neighbouring members once left a dangling comma,
+    // and a retry without inputResponses got one inputResponses member per answer.
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 3: a
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"},"ws":{"method":"roots/list"},"more":{"method":"roots/list"}},"requestState":"s2"}}
+          to server: {"jsonrpc":"2.0","id":"rootsd-discover-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"}},"requestState":"s2"}}
+          state: era=stateless version=2026-07-28
+        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
+          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]},"more":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
+          state: era=stateless version=2026-07-28 fetched=3 fetches=1
+        "#,
+    );
+}
+
+#[test]
 fn without_a_list_a_2026_request_for_roots_waits_then_fails_and_never_gets_an_empty_list() {
     check(
         handshake(),
@@ -632,6 +654,8 @@ fn a_host_id_equal_to_a_proxy_retry_id_is_relayed_under_another() {
 
 #[test]
 fn an_over_long_line_gets_its_sender_an_error_when_its_id_can_be_read() {
+    // A number at the very end of the prefix may go on in the part that was dropped (`12` of
+    // `123`): such an id cannot be read. Found by the property tests.
     check(
         handshake(),
         r#"
@@ -642,6 +666,8 @@ fn an_over_long_line_gets_its_sender_an_error_when_its_id_can_be_read() {
         too long from server: {"jsonrpc":"2.0","method":"roots/list","id":3,"params":{"x":"xxxx
           to server: {"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"the server's request was longer than 16 bytes, which rootsctl proxy does not relay"}}
         too long from host: [{"jsonrpc":"2.0"
+        too long from host: {"jsonrpc":"2.0","method":"tools/call","id":12
+        too long from server: {"jsonrpc":"2.0","id":1.
         "#,
     );
 }
