@@ -2,11 +2,13 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use futures::{SinkExt, StreamExt};
 use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
+use rootsd_proto::modes;
 use rootsd_proto::wire::{self, Hello, HelloParams, HelloResult, Incoming, Method, Request};
 use serde_json::Value;
 use tokio_util::codec::{Framed, LinesCodec};
@@ -14,6 +16,52 @@ use tokio_util::codec::{Framed, LinesCodec};
 // Defined with every other error rootsctl reports; named here too, where it is raised.
 pub use crate::errors::ClientError;
 use crate::errors::OtherProtocol;
+
+/// Refuses a daemon rootsctl must not talk to ([`modes::listener`]): the socket's listener must
+/// be this user, root, or a system service (another user's socket in a directory only root may
+/// write to). Anyone else may have created the socket to receive this user's requests and answer
+/// with roots of their choosing, so nothing is sent to them, not even hello.
+///
+/// The listener's uid comes from the connected socket (`SO_PEERCRED`), which nobody can forge;
+/// the file and its directory are inspected after connecting, and only matter for the system
+/// service, whose directory only root can change.
+fn check_listener(stream: &Stream, socket: &Path) -> Result<(), ClientError> {
+    let creds = stream.peer_creds().map_err(|error| ClientError::Connect {
+        socket: socket.to_owned(),
+        error,
+    })?;
+    let me = rustix::process::geteuid().as_raw();
+    let Some(peer_uid) = creds.euid() else {
+        return Err(ClientError::Connect {
+            socket: socket.to_owned(),
+            error: io::Error::other("the kernel did not say who listens on it"),
+        });
+    };
+    let perms = |meta: std::fs::Metadata| modes::Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: meta.mode() & 0o7777,
+    };
+    let dir = match socket.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let verdict = modes::listener(
+        peer_uid,
+        me,
+        std::fs::symlink_metadata(socket).ok().map(perms),
+        std::fs::metadata(dir).ok().map(perms),
+    );
+    if verdict.trusted() {
+        return Ok(());
+    }
+    Err(ClientError::Untrusted {
+        socket: socket.to_owned(),
+        peer_uid,
+        peer_pid: creds.pid(),
+        me,
+    })
+}
 
 /// An open, greeted connection.
 pub struct Client {
@@ -52,6 +100,7 @@ impl Client {
                 }
             }
         })?;
+        check_listener(&stream, socket)?;
         let mut client = Self {
             framed: Framed::new(
                 stream,

@@ -84,7 +84,7 @@ pub const EXIT_STATUSES: &[Documented] = &[
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Unreachable]),
-        meaning: "the daemon could not be reached (not running with autostart off, could not be started, or went away)",
+        meaning: "the daemon could not be reached (not running with autostart off, could not be started, or went away), or rootsctl does not trust whoever listens on the socket (another user's)",
     },
     Documented {
         statuses: Statuses::Of(&[Exit::WaitTimeout]),
@@ -166,6 +166,7 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             | ClientError::Protocol(_)
             | ClientError::VersionMismatch { .. } => Exit::Refused,
             ClientError::NotRunning { .. }
+            | ClientError::Untrusted { .. }
             | ClientError::Connect { .. }
             | ClientError::Lost { .. }
             | ClientError::Autostart(_) => Exit::Unreachable,
@@ -278,6 +279,18 @@ pub enum ClientError {
     Lost { socket: PathBuf, reason: String },
     #[error("rootsd sent something rootsctl cannot read: {0}")]
     Protocol(String),
+    /// Whoever listens on the socket is neither this user, nor root, nor a system service
+    /// ([`rootsd_proto::modes::listener`]); nothing was sent to it.
+    #[error(
+        "refusing to talk to {socket}: it is served by uid {peer_uid}{}, which is neither you (uid {me}) nor root, and the socket is not in a directory only root can write to, as a shared system rootsd's is. Another user may have created it to receive your requests; nothing was sent. Use your own rootsd (unset ROOTSD_SOCKET and drop --socket, or point them at a directory only you can write to), and ask uid {peer_uid} or an administrator about that socket",
+        .peer_pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Untrusted {
+        socket: PathBuf,
+        peer_uid: u32,
+        peer_pid: Option<i32>,
+        me: u32,
+    },
     /// The daemon speaks another version of the control protocol, so nothing can be asked of it.
     #[error("{}: {}", .daemon.summary(.socket), .daemon.fix())]
     VersionMismatch {
@@ -489,6 +502,18 @@ mod tests {
             3
         );
         assert_eq!(status(ClientError::Autostart("x".into()).into()), 3);
+        assert_eq!(
+            status(
+                ClientError::Untrusted {
+                    socket: socket.clone(),
+                    peer_uid: 1001,
+                    peer_pid: Some(7),
+                    me: 1000
+                }
+                .into()
+            ),
+            3
+        );
         assert_eq!(
             status(ClientError::Refused(ErrorObject::new(wire::code::NOT_FOUND, "x")).into()),
             1

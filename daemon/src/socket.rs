@@ -1,8 +1,9 @@
 //! Getting a listening socket: adopt the one systemd passed, or bind our own safely.
 //!
 //! Binding our own follows three rules:
-//! - the socket's directory is created mode 0700, and a directory owned by someone else is
-//!   refused unless it is sticky (the rules live in [`rootsd_proto::modes`], shared with doctor);
+//! - the socket's directory is created mode 0700; an existing one that other users may write to
+//!   (sticky or not, `/tmp` itself included), or that belongs to another user, is refused (the
+//!   rules live in [`rootsd_proto::modes`], shared with rootsctl and doctor);
 //! - a socket file that answers belongs to a live daemon and is never touched;
 //! - a dead socket file is reclaimed only if this state directory's records show rootsd created
 //!   it (same device and inode); anything else at the path is left for the user to remove.
@@ -302,7 +303,8 @@ impl Drop for SocketCloser {
 }
 
 /// Creates the socket's directory, or checks an existing one by [`modes::socket_dir`]'s rules:
-/// someone else's is refused unless it is sticky, and ours open to others earns a warning.
+/// one that others may write to, or that belongs to another user, is refused; ours open to
+/// others earns a warning.
 fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
     let me = rustix::process::geteuid().as_raw();
     let meta = match fs::metadata(dir) {
@@ -332,7 +334,7 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
         mode: meta.permissions().mode() & 0o7777,
     };
     match modes::socket_dir(perms, me) {
-        SocketDir::Private | SocketDir::SharedSticky => Ok(()),
+        SocketDir::Private | SocketDir::System => Ok(()),
         SocketDir::OpenToOthers => {
             tracing::warn!(
                 dir = %dir.display(),
@@ -341,6 +343,11 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
             );
             Ok(())
         }
+        SocketDir::WritableByOthers => Err(SocketError::DirectoryWritable {
+            path: dir.to_owned(),
+            owner: perms.uid,
+            mode: perms.mode,
+        }),
         SocketDir::Foreign => Err(SocketError::DirectoryOwner {
             path: dir.to_owned(),
             owner: perms.uid,

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod accounts;
+
 /// How long any single wait in a test may take before the test fails.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 

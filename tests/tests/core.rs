@@ -15,3 +15,5 @@ mod daemon;
 mod protocol;
 #[path = "core/roots.rs"]
 mod roots;
+#[path = "core/trust.rs"]
+mod trust;

@@ -101,6 +101,14 @@ fn explain_client_error(socket: &Path, err: &ClientError) -> Check {
         .fix(format!(
             "{START_FIX}; a rootsd started by rootsctl reclaims the stale file itself"
         )),
+        ClientError::Untrusted { peer_uid, me, .. } => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "not asked: {s} is served by uid {peer_uid}, neither you (uid {me}) nor root, and the socket is not in a directory only root can write to, so it is no shared rootsd either; rootsctl sends it nothing"
+            ),
+        )
+        .fix("use your own rootsd (unset ROOTSD_SOCKET and drop --socket, or point them at a directory only you can write to); another user may be waiting for your requests there, so tell your administrator"),
         ClientError::VersionMismatch { socket, daemon } => {
             Check::new(NAME, Outcome::Fail, daemon.summary(socket)).fix(daemon.fix())
         }
