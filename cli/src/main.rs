@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         return ExitCode::from(rootsctl::proxy::server::exec_server(&args[2..]));
     }
     let cli = Cli::parse();
-    let target = Target::new(cli.socket.clone(), cli.no_autostart);
+    let target = Target::new(cli.socket.clone(), cli.no_autostart, cli.daemon_timeout);
     // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only
     // the other commands may hold it.
     let result = match cli.command {
