@@ -12,7 +12,7 @@ use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
 use rootsd::store::Store;
-use rootsd::{instance, server, socket, systemd};
+use rootsd::{groups, instance, server, socket, systemd};
 use rootsd_proto::paths::{self, Environment};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
@@ -56,6 +56,11 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     } else {
         Access::Owner
     };
+    let admin_group = args
+        .admin_group
+        .as_deref()
+        .map(|group| groups::resolve(group, std::path::Path::new(groups::GROUP_FILE)))
+        .transpose()?;
 
     let mut lock = instance::acquire(&state_dir)?;
     let store = Store::open(&state_dir.join("db"))?;
@@ -75,6 +80,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         state_dir: state_dir.clone(),
         socket_activated: bound.activated,
         access,
+        admin_group: admin_group.clone(),
     };
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -82,6 +88,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         state_dir = %state_dir.display(),
         socket_activated = bound.activated,
         allow_group = args.allow_group,
+        admin_group = admin_group.as_ref().map(|g| g.to_string()),
         "rootsd is ready"
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));

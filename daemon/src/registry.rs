@@ -3,12 +3,15 @@
 //!
 //! Writes are serialised by one async mutex held across the store's flush, which is what makes
 //! every change atomic and durable before it is acknowledged. Readers of a workspace's roots never
-//! wait for the store: each workspace has a `watch` channel holding its newest snapshot, which
-//! also coalesces bursts, so a session that is slow to read only ever sees the newest list.
+//! wait for the store: each workspace that changed or has sessions has a `watch` channel holding
+//! its newest snapshot ([`Published`]), which also coalesces bursts, so a session or a `watch`
+//! subscriber that is slow to read only ever sees the newest list, and the daemon holds one copy
+//! of it however many connections are behind.
 
+use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
@@ -16,23 +19,21 @@ use rootsd_proto::wire::{
     self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::error::RequestError;
 use crate::store::{Contents, Store, StoredRootV1, StoredWorkspaceV1};
-
-/// How many changes a `watch` subscriber may fall behind before it is told it missed some.
-const CHANGE_FEED_CAPACITY: usize = 1024;
 
 /// Shared state of one running daemon.
 pub struct Registry {
     store: Store,
     /// The authoritative in-memory copy of the store; the mutex serialises writers.
     model: tokio::sync::Mutex<Contents>,
-    /// Newest snapshot per workspace, for sessions. Created on first use.
-    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<RootsSnapshot>>>>,
-    /// Every change, in order, for `watch` subscribers.
-    feed: broadcast::Sender<Arc<RootsSnapshot>>,
+    /// Newest snapshot per workspace, for sessions and `watch` subscribers. Created when a
+    /// workspace first changes or gets a session.
+    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<Published>>>>,
+    /// The store revision of the newest change published, which wakes `watch` subscribers.
+    changes: watch::Sender<u64>,
     sessions: Mutex<BTreeMap<u64, SessionRecord>>,
     next_session_id: AtomicU64,
     /// Woken whenever a session reports a new state or goes away, for `wait`.
@@ -61,11 +62,12 @@ impl Registry {
     /// Loads the store into memory.
     pub fn new(store: Store) -> Result<Self, crate::store::StoreError> {
         let contents = store.load()?;
+        let contents_revision = contents.revision;
         Ok(Self {
             store,
             model: tokio::sync::Mutex::new(contents),
             channels: Mutex::new(HashMap::new()),
-            feed: broadcast::channel(CHANGE_FEED_CAPACITY).0,
+            changes: watch::channel(contents_revision).0,
             sessions: Mutex::new(BTreeMap::new()),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
@@ -270,22 +272,47 @@ impl Registry {
     }
 
     fn publish(&self, snapshot: Arc<RootsSnapshot>) {
-        if let Some(sender) = self
-            .channels
+        let revision = snapshot.revision;
+        let published = Arc::new(Published::new(snapshot));
+        self.channels
             .lock()
             .expect("channels lock")
-            .get(&snapshot.workspace)
-        {
-            sender.send_replace(snapshot.clone());
-        }
-        // No subscribers is the normal case, not an error.
-        let _ = self.feed.send(snapshot);
+            .entry(published.snapshot.workspace.clone())
+            .and_modify(|sender| {
+                sender.send_replace(published.clone());
+            })
+            .or_insert_with(|| watch::channel(published.clone()).0);
+        // After the channel holds the snapshot: a subscriber woken by this finds it there.
+        self.changes.send_replace(revision);
     }
 
-    /// Subscribes to every change, for `watch`. Returns the revision the feed starts after.
-    pub async fn subscribe_feed(&self) -> (u64, broadcast::Receiver<Arc<RootsSnapshot>>) {
+    /// Subscribes to every change, for `watch`: the receiver wakes after each change (bursts
+    /// coalesce), and [`Registry::changed_since`] says what changed. Returns the revision the
+    /// subscription starts after.
+    pub async fn subscribe_feed(&self) -> (u64, watch::Receiver<u64>) {
+        // Changes are published under the model's lock, so none falls between the two.
         let model = self.model.lock().await;
-        (model.revision, self.feed.subscribe())
+        (model.revision, self.changes.subscribe())
+    }
+
+    /// The newest state of each workspace (of `workspace` only, if given) that changed after
+    /// store revision `after`, oldest change first. Changes are published in revision order
+    /// under the model's lock, so what this returns never skips one that a later call would
+    /// find.
+    pub fn changed_since(
+        &self,
+        after: u64,
+        workspace: Option<&WorkspaceName>,
+    ) -> VecDeque<Arc<Published>> {
+        let channels = self.channels.lock().expect("channels lock");
+        let mut changed: Vec<Arc<Published>> = channels
+            .iter()
+            .filter(|(name, _)| workspace.is_none_or(|w| w == *name))
+            .map(|(_, sender)| sender.borrow().clone())
+            .filter(|published| published.snapshot.revision > after)
+            .collect();
+        changed.sort_by_key(|published| published.snapshot.revision);
+        changed.into()
     }
 
     /// Registers an MCP session and subscribes it to its workspace's snapshots.
@@ -294,7 +321,8 @@ impl Registry {
             let model = self.model.lock().await;
             let mut channels = self.channels.lock().expect("channels lock");
             let sender = channels.entry(params.workspace.clone()).or_insert_with(|| {
-                watch::channel(Arc::new(snapshot_of(&model, &params.workspace))).0
+                let snapshot = Arc::new(snapshot_of(&model, &params.workspace));
+                watch::channel(Arc::new(Published::new(snapshot))).0
             });
             sender.subscribe()
         };
@@ -380,7 +408,37 @@ pub struct FetchProgress {
 pub struct Session<'a> {
     registry: &'a Registry,
     pub id: u64,
-    pub receiver: watch::Receiver<Arc<RootsSnapshot>>,
+    pub receiver: watch::Receiver<Arc<Published>>,
+}
+
+/// One state of a workspace as published to connections: the snapshot, and the
+/// `roots.changed` line that pushes it, serialised once, when the first connection needs it,
+/// and then shared by all of them.
+pub struct Published {
+    pub snapshot: Arc<RootsSnapshot>,
+    line: OnceLock<Arc<str>>,
+}
+
+impl Published {
+    fn new(snapshot: Arc<RootsSnapshot>) -> Self {
+        Self {
+            snapshot,
+            line: OnceLock::new(),
+        }
+    }
+
+    /// The `roots.changed` notification for this state, newline included.
+    pub fn line(&self) -> Arc<str> {
+        self.line
+            .get_or_init(|| {
+                let notification = wire::Notification::new::<wire::RootsChanged>(&self.snapshot);
+                let mut line =
+                    serde_json::to_string(&notification).expect("wire messages always serialise");
+                line.push('\n');
+                line.into()
+            })
+            .clone()
+    }
 }
 
 impl Session<'_> {

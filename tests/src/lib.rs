@@ -393,7 +393,7 @@ impl RawClient {
         Self::from_stream(UnixStream::connect(socket).expect("connect to rootsd"))
     }
 
-    fn from_stream(stream: UnixStream) -> Self {
+    pub fn from_stream(stream: UnixStream) -> Self {
         stream
             .set_read_timeout(Some(PATIENCE))
             .expect("set a read timeout");

@@ -7,6 +7,8 @@
 #[path = "core/support.rs"]
 mod support;
 
+#[path = "core/bounds.rs"]
+mod bounds;
 #[path = "core/cli.rs"]
 mod cli;
 #[path = "core/daemon.rs"]
