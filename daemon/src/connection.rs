@@ -76,7 +76,7 @@ pub async fn serve(
             Event::Push(published) => Outgoing::Shared(published.line()),
             Event::Line(Err(err)) => {
                 let Some(code) = err.code() else { break };
-                tracing::warn!(error = %err, "closing a connection after a framing violation");
+                tracing::warn!(error = %err, "closing a connection whose input cannot be read");
                 let response =
                     Response::failure(Value::Null, ErrorObject::new(code, err.to_string()));
                 let _ = write_line(&stream, to_line(&response).as_bytes(), &shutdown).await;

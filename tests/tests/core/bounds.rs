@@ -177,6 +177,10 @@ fn a_watcher_that_stops_reading_gets_the_newest_state_not_every_change_it_missed
             break;
         }
     }
+    eprintln!(
+        "a watcher that did not read for {} changes was sent {pushes} pushes",
+        CHANGES + 1
+    );
     assert!(
         pushes <= 10,
         "a watcher that did not read for {} changes was sent {pushes} of them: the daemon kept every one for it",
