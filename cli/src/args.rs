@@ -16,6 +16,7 @@ Environment:
   ROOTSD_NO_AUTOSTART   set to 1 to never start rootsd (same as --no-autostart)
   ROOTSD_BIN            the rootsd binary to autostart (default: next to rootsctl, else PATH)
   ROOTSD_STATE_DIR      state directory an autostarted rootsd uses
+  ROOTSD_TIMEOUT        seconds to wait for rootsd to accept and to answer (same as --daemon-timeout)
 Set but empty, ROOTSD_SOCKET, ROOTSD_STATE_DIR and ROOTSD_BIN are refused: unset them instead.";
 
 /// The exit statuses, from the one table that decides them, then the environment.
@@ -50,8 +51,28 @@ pub struct Cli {
         value_parser = clap::builder::FalseyValueParser::new()
     )]
     pub no_autostart: bool,
+    /// How many seconds to wait for rootsd to accept the connection, and then for each answer
+    /// (a `--wait` gets its own timeout on top); past it, rootsctl exits with status 3
+    #[arg(
+        long,
+        global = true,
+        env = "ROOTSD_TIMEOUT",
+        value_name = "SECS",
+        default_value = "10",
+        value_parser = parse_timeout
+    )]
+    pub daemon_timeout: std::time::Duration,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// A positive number of seconds, fractions allowed.
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|secs| secs.is_finite() && *secs > 0.0 && *secs <= 86_400.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{text:?} is not a number of seconds between 0 and 86400"))
 }
 
 #[derive(Debug, Subcommand)]

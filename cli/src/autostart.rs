@@ -32,10 +32,12 @@ pub struct Target {
     pub autostart: bool,
     /// Names the caller in the daemon's logs.
     pub client_name: String,
+    /// How long to wait for the daemon to accept, and then for each answer.
+    pub timeout: Duration,
 }
 
 impl Target {
-    pub fn new(socket: Option<PathBuf>, no_autostart: bool) -> Self {
+    pub fn new(socket: Option<PathBuf>, no_autostart: bool, timeout: Duration) -> Self {
         let env = Environment::capture(rustix::process::getuid().as_raw());
         let located = locate::locate(&env, socket);
         Self {
@@ -44,12 +46,13 @@ impl Target {
             state_dir: located.state_dir,
             autostart: !no_autostart,
             client_name: format!("rootsctl {}", env!("CARGO_PKG_VERSION")),
+            timeout,
         }
     }
 
     /// Connects, starting the daemon first if it is not running and autostart is on.
     pub async fn connect(&self) -> Result<Client, ClientError> {
-        match Client::connect(&self.socket, &self.client_name).await {
+        match Client::connect(&self.socket, &self.client_name, self.timeout).await {
             Err(err) if err.is_absent() && self.autostart => self.start_and_connect().await,
             Err(ClientError::NotRunning { socket, .. }) => Err(ClientError::NotRunning {
                 socket,
@@ -90,7 +93,7 @@ impl Target {
             let socket = self
                 .recorded_elsewhere()
                 .unwrap_or_else(|| self.socket.clone());
-            match Client::connect(&socket, &self.client_name).await {
+            match Client::connect(&socket, &self.client_name, self.timeout).await {
                 Ok(client) => {
                     if let Some(child) = child {
                         reap_in_background(child);

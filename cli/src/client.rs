@@ -1,19 +1,73 @@
 //! A connection to rootsd: connect, say hello, call methods, receive pushed notifications.
+//!
+//! Before it sends anything, it checks who listens ([`check_listener`]); and it never waits on
+//! the daemon without a deadline, except for pushes, which may rightly take hours.
 
 use std::collections::VecDeque;
 use std::io;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use interprocess::local_socket::tokio::{Stream, prelude::*};
 use interprocess::local_socket::{GenericFilePath, ToFsName};
-use rootsd_proto::wire::{self, Hello, HelloParams, HelloResult, Incoming, Method, Request};
+use rootsd_proto::modes;
+use rootsd_proto::wire::{
+    self, ErrorObject, Hello, HelloParams, HelloResult, Incoming, Method, Request, WaitForSessions,
+};
 use serde_json::Value;
 use tokio_util::codec::{Framed, LinesCodec};
 
 // Defined with every other error rootsctl reports; named here too, where it is raised.
 pub use crate::errors::ClientError;
 use crate::errors::OtherProtocol;
+
+/// Refuses a daemon rootsctl must not talk to ([`modes::listener`]): the socket's listener must
+/// be this user, root, or a system service (another user's socket in a directory only root may
+/// write to). Anyone else may have created the socket to receive this user's requests and answer
+/// with roots of their choosing, so nothing is sent to them, not even hello.
+///
+/// The listener's uid comes from the connected socket (`SO_PEERCRED`), which nobody can forge;
+/// the file and its directory are inspected after connecting, and only matter for the system
+/// service, whose directory only root can change.
+fn check_listener(stream: &Stream, socket: &Path) -> Result<(), ClientError> {
+    let creds = stream.peer_creds().map_err(|error| ClientError::Connect {
+        socket: socket.to_owned(),
+        error,
+    })?;
+    let me = rustix::process::geteuid().as_raw();
+    let Some(peer_uid) = creds.euid() else {
+        return Err(ClientError::Connect {
+            socket: socket.to_owned(),
+            error: io::Error::other("the kernel did not say who listens on it"),
+        });
+    };
+    let perms = |meta: std::fs::Metadata| modes::Perms {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        mode: meta.mode() & 0o7777,
+    };
+    let dir = match socket.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let verdict = modes::listener(
+        peer_uid,
+        me,
+        std::fs::symlink_metadata(socket).ok().map(perms),
+        std::fs::metadata(dir).ok().map(perms),
+    );
+    if verdict.trusted() {
+        return Ok(());
+    }
+    Err(ClientError::Untrusted {
+        socket: socket.to_owned(),
+        peer_uid,
+        peer_pid: creds.pid(),
+        me,
+    })
+}
 
 /// An open, greeted connection.
 pub struct Client {
@@ -22,13 +76,20 @@ pub struct Client {
     next_id: u64,
     /// Notifications that arrived while waiting for a response, in order.
     pushed: VecDeque<Incoming>,
+    /// How long to wait for each answer.
+    timeout: Duration,
     pub hello: HelloResult,
 }
 
 impl Client {
-    /// Connects to `socket` and exchanges hello. Fails with [`ClientError::NotRunning`] when
-    /// nothing listens there.
-    pub async fn connect(socket: &Path, client_name: &str) -> Result<Self, ClientError> {
+    /// Connects to `socket` and exchanges hello, waiting at most `timeout` for the daemon to
+    /// accept and then for each answer. Fails with [`ClientError::NotRunning`] when nothing
+    /// listens there, and [`ClientError::Untrusted`] when someone rootsctl must not talk to does.
+    pub async fn connect(
+        socket: &Path,
+        client_name: &str,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
         let name =
             socket
                 .to_fs_name::<GenericFilePath>()
@@ -36,7 +97,14 @@ impl Client {
                     socket: socket.to_owned(),
                     error,
                 })?;
-        let stream = Stream::connect(name).await.map_err(|error| {
+        let connected = tokio::time::timeout(timeout, Stream::connect(name))
+            .await
+            .map_err(|_| ClientError::TimedOut {
+                socket: socket.to_owned(),
+                waiting_for: "accept the connection".to_owned(),
+                after: timeout,
+            })?;
+        let stream = connected.map_err(|error| {
             if matches!(
                 error.kind(),
                 io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
@@ -52,6 +120,7 @@ impl Client {
                 }
             }
         })?;
+        check_listener(&stream, socket)?;
         let mut client = Self {
             framed: Framed::new(
                 stream,
@@ -60,6 +129,7 @@ impl Client {
             socket: socket.to_owned(),
             next_id: 1,
             pushed: VecDeque::new(),
+            timeout,
             hello: HelloResult {
                 protocol_version: 0,
                 daemon_version: String::new(),
@@ -100,10 +170,29 @@ impl Client {
     }
 
     /// Calls `M` and waits for its response, queueing any notification that arrives first.
+    /// Gives up after the connection's timeout; a `wait` may take its own timeout on top.
     pub async fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&Request::new::<M>(id, params)).await?;
+        let request = Request::new::<M>(id, params);
+        let patience = self.timeout + long_poll(&request);
+        tokio::time::timeout(patience, self.exchange::<M>(id, &request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ClientError::TimedOut {
+                    socket: self.socket.clone(),
+                    waiting_for: format!("answer {}", M::NAME),
+                    after: patience,
+                })
+            })
+    }
+
+    async fn exchange<M: Method>(
+        &mut self,
+        id: u64,
+        request: &Request,
+    ) -> Result<M::Result, ClientError> {
+        self.send(request).await?;
         loop {
             let incoming = self.read().await?;
             if incoming.id.is_none() {
@@ -130,7 +219,16 @@ impl Client {
 
     /// Sends `M` as a notification: no response comes back.
     pub async fn notify<M: Method>(&mut self, params: &M::Params) -> Result<(), ClientError> {
-        self.send(&Request::notification::<M>(params)).await
+        let request = Request::notification::<M>(params);
+        tokio::time::timeout(self.timeout, self.send(&request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ClientError::TimedOut {
+                    socket: self.socket.clone(),
+                    waiting_for: format!("take {}", M::NAME),
+                    after: self.timeout,
+                })
+            })
     }
 
     /// The next notification pushed by the daemon, typed as `M`'s params.
@@ -174,6 +272,43 @@ impl Client {
                 });
             }
         };
-        serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("{e} in {line:?}")))
+        let incoming: Incoming = serde_json::from_str(&line)
+            .map_err(|e| ClientError::Protocol(format!("{e} in {line:?}")))?;
+        match incoming {
+            // An error that answers no request is about the connection itself, which the daemon
+            // closes after it.
+            Incoming {
+                id: None,
+                error: Some(error),
+                ..
+            } => Err(self.closed_with(error)),
+            incoming => Ok(incoming),
+        }
     }
+
+    /// What the daemon's last word on a connection means.
+    fn closed_with(&self, error: ErrorObject) -> ClientError {
+        let socket = self.socket.clone();
+        if error.code == wire::code::NOT_ADMITTED {
+            ClientError::NotAdmitted {
+                socket,
+                message: error.message,
+            }
+        } else {
+            ClientError::Lost {
+                socket,
+                reason: format!("rootsd closed it: {}", error.message),
+            }
+        }
+    }
+}
+
+/// How much longer than an ordinary request a request may rightly take: a `wait` resolves only
+/// when its own timeout passes, if sessions lag.
+fn long_poll(request: &Request) -> Duration {
+    if request.method != WaitForSessions::NAME {
+        return Duration::ZERO;
+    }
+    let millis = request.params["timeout_ms"].as_u64().unwrap_or(0);
+    Duration::from_millis(millis)
 }

@@ -85,7 +85,7 @@ pub const EXIT_STATUSES: &[Documented] = &[
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Unreachable]),
-        meaning: "the daemon could not be reached (not running with autostart off, could not be started, or went away)",
+        meaning: "the daemon could not be reached (not running with autostart off, could not be started, went away, or did not answer in time), does not admit you, or rootsctl does not trust whoever listens on the socket (another user's)",
     },
     Documented {
         statuses: Statuses::Of(&[Exit::WaitTimeout]),
@@ -167,6 +167,9 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             | ClientError::Protocol(_)
             | ClientError::VersionMismatch { .. } => Exit::Refused,
             ClientError::NotRunning { .. }
+            | ClientError::Untrusted { .. }
+            | ClientError::TimedOut { .. }
+            | ClientError::NotAdmitted { .. }
             | ClientError::Connect { .. }
             | ClientError::Lost { .. }
             | ClientError::Autostart(_) => Exit::Unreachable,
@@ -279,6 +282,31 @@ pub enum ClientError {
     Lost { socket: PathBuf, reason: String },
     #[error("rootsd sent something rootsctl cannot read: {0}")]
     Protocol(String),
+    /// The daemon did not accept, answer, or take a request in time.
+    #[error(
+        "rootsd at {socket} did not {waiting_for} within {}s: it may be stopped (SIGSTOP), overloaded or stuck. `rootsctl doctor` looks at it; restart it if it stays this way (`systemctl --user restart rootsd.service` under systemd, otherwise kill the pid in rootsd.lock in its state directory), or let rootsctl wait longer with ROOTSD_TIMEOUT=SECS",
+        format_secs(*.after)
+    )]
+    TimedOut {
+        socket: PathBuf,
+        waiting_for: String,
+        after: std::time::Duration,
+    },
+    /// The daemon does not admit this user; its message says whom it admits and what to do.
+    #[error("rootsd at {socket} does not admit you: {message}")]
+    NotAdmitted { socket: PathBuf, message: String },
+    /// Whoever listens on the socket is neither this user, nor root, nor a system service
+    /// ([`rootsd_proto::modes::listener`]); nothing was sent to it.
+    #[error(
+        "refusing to talk to {socket}: it is served by uid {peer_uid}{}, which is neither you (uid {me}) nor root, and the socket is not in a directory only root can write to, as a shared system rootsd's is. Another user may have created it to receive your requests; nothing was sent. Use your own rootsd (unset ROOTSD_SOCKET and drop --socket, or point them at a directory only you can write to), and ask uid {peer_uid} or an administrator about that socket",
+        .peer_pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Untrusted {
+        socket: PathBuf,
+        peer_uid: u32,
+        peer_pid: Option<i32>,
+        me: u32,
+    },
     /// The daemon speaks another version of the control protocol, so nothing can be asked of it.
     #[error("{}: {}", .daemon.summary(.socket), .daemon.fix())]
     VersionMismatch {
@@ -289,6 +317,16 @@ pub enum ClientError {
     Refused(ErrorObject),
     #[error("{0}")]
     Autostart(String),
+}
+
+/// Seconds as a person would write them: `10`, `0.5`.
+fn format_secs(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs.fract() == 0.0 {
+        format!("{secs:.0}")
+    } else {
+        format!("{secs:.1}")
+    }
 }
 
 impl ClientError {
@@ -490,6 +528,39 @@ mod tests {
             3
         );
         assert_eq!(status(ClientError::Autostart("x".into()).into()), 3);
+        assert_eq!(
+            status(
+                ClientError::TimedOut {
+                    socket: socket.clone(),
+                    waiting_for: "answer status".into(),
+                    after: std::time::Duration::from_secs(10)
+                }
+                .into()
+            ),
+            3
+        );
+        assert_eq!(
+            status(
+                ClientError::NotAdmitted {
+                    socket: socket.clone(),
+                    message: "x".into()
+                }
+                .into()
+            ),
+            3
+        );
+        assert_eq!(
+            status(
+                ClientError::Untrusted {
+                    socket: socket.clone(),
+                    peer_uid: 1001,
+                    peer_pid: Some(7),
+                    me: 1000
+                }
+                .into()
+            ),
+            3
+        );
         assert_eq!(
             status(ClientError::Refused(ErrorObject::new(wire::code::NOT_FOUND, "x")).into()),
             1

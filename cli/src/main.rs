@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         matches.value_source("socket"),
         |name| std::env::var_os(name),
     );
-    let target = Target::new(cli.socket.clone(), cli.no_autostart);
+    let target = Target::new(cli.socket.clone(), cli.no_autostart, cli.daemon_timeout);
     // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only
     // the other commands may hold it.
     let result = match cli.command {

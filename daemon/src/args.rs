@@ -25,12 +25,13 @@ pub struct Args {
     /// State directory holding the database [env: ROOTSD_STATE_DIR] [default: $STATE_DIRECTORY, else $XDG_STATE_HOME/rootsd, else ~/.local/state/rootsd]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Also admit users in the socket file's group, not only rootsd's own user
+    /// Also admit root and users in the socket file's group, not only rootsd's own user
     ///
     /// For a system-wide rootsd shared by several users (systemd/system/ in the source tree):
     /// systemd creates the socket with SocketGroup= and SocketMode=0660, so the socket's group
     /// decides who may connect, and rootsd admits peers whose group or supplementary groups
-    /// include it. They all share one set of roots. Needs the socket from systemd: a socket
+    /// include it. They all share one set of roots, which they may list and watch and attach MCP
+    /// sessions to; changing them takes --admin-group. Needs the socket from systemd: a socket
     /// rootsd binds itself is 0600, which only its own user can open.
     #[arg(long)]
     pub allow_group: bool,
@@ -43,6 +44,15 @@ pub struct Args {
     /// and exits; then start rootsd as usual.
     #[arg(long)]
     pub recover: bool,
+
+    /// With --allow-group: members of GROUP (a name or a numeric id) may change roots too
+    ///
+    /// Members of the socket's group may list roots, watch them and attach MCP sessions, but
+    /// changing roots, which every member's agents work in, takes rootsd's own user, root, or a
+    /// member of this group. Without it, only rootsd's own user and root may. The group is looked
+    /// up in /etc/group when rootsd starts.
+    #[arg(long, value_name = "GROUP", requires = "allow_group")]
+    pub admin_group: Option<String>,
 }
 
 #[cfg(test)]

@@ -1,54 +1,50 @@
 //! One client connection: framing, the hello gate, request dispatch, and pushed notifications.
 //!
 //! Nothing a client sends can panic or stall the daemon: a malformed message gets a JSON-RPC
-//! error and the connection goes on; a framing violation (an over-long line, invalid UTF-8) gets
-//! one last error and closes this connection only. Each connection runs in its own task, so a
-//! slow reader delays nobody but itself.
+//! error and the connection goes on; a framing violation (an over-long line, invalid UTF-8, a
+//! line left unfinished) gets one last error and closes this connection only. Each connection
+//! runs in its own task, so a slow reader delays nobody but itself, and every wait on the peer is
+//! bounded ([`crate::limits`]): a line it does not finish, a line it does not read, a shutdown.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
 use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
-    Method, Notification, RegisterResult, RegisterSession, RemoveRoots, Request, Response,
-    RootsChanged, RootsSnapshot, SessionsResult, Status, StatusResult, StoreHealth, StoreState,
-    UpdateSession, WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult, code,
+    Method, RegisterResult, RegisterSession, RemoveRoots, Request, Response, RootsSnapshot,
+    SessionsResult, Status, StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions,
+    WaitResult, Watch, WatchResult, WorkspacesResult, code,
 };
 use serde_json::Value;
-use tokio::sync::broadcast;
-use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::committer::Health;
 use crate::error::RequestError;
-use crate::info::DaemonInfo;
-use crate::registry::{Registry, Session};
+use crate::framing::{Budget, FramingError, LineReader};
+use crate::info::{DaemonInfo, Peer};
+use crate::limits::{HELLO_TIMEOUT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
+use crate::registry::{Published, Registry, Session};
 
-/// Initial read buffer per connection, in bytes.
-const READ_BUFFER_START: usize = 512;
-
-/// How long a new connection may take to say hello before it is closed.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Serves one connection until the client leaves, breaks framing, or the daemon shuts down.
+/// Serves one connection until the client leaves, breaks framing, stops reading, or the daemon
+/// shuts down. `peer` is who connected and what it may do; `input` is the budget every
+/// connection's long lines share.
 pub async fn serve(
     stream: Stream,
+    peer: Peer,
     registry: Arc<Registry>,
     info: Arc<DaemonInfo>,
+    input: Arc<Budget>,
     shutdown: CancellationToken,
 ) {
     let _client = registry.client_connected();
-    // Most connections are idle sessions that receive a few lines an hour, so the read buffer
-    // starts small (the codec's default is 8 KiB) and grows only for the lines that need it.
-    let mut framed = Framed::with_capacity(
-        stream,
-        LinesCodec::new_with_max_length(wire::MAX_LINE_BYTES),
-        READ_BUFFER_START,
-    );
+    let mut lines = LineReader::new(&input);
     let mut state = ConnectionState {
+        peer,
         registry: &registry,
         info: &info,
         shutdown: &shutdown,
@@ -58,52 +54,109 @@ pub async fn serve(
     };
     let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
     loop {
-        let event = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => break,
-            () = tokio::time::sleep_until(hello_deadline), if !state.greeted => {
-                tracing::debug!("closing a connection that did not say hello in time");
-                break;
-            }
-            line = framed.next() => Event::Line(line),
-            snapshot = next_snapshot(&mut state.session) => Event::Push(snapshot),
-            item = next_feed(&mut state.feed) => match item {
-                Some(snapshot) => Event::Push(snapshot),
-                None => continue,
+        let event = match lines.next_buffered() {
+            Some(line) => Event::Line(line),
+            None => tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep_until(hello_deadline), if !state.greeted => {
+                    tracing::debug!("closing a connection that did not say hello in time");
+                    break;
+                }
+                () = sleep_until(lines.deadline()) => Event::Line(Err(FramingError::Unfinished)),
+                filled = lines.fill(&stream) => match filled {
+                    Ok(true) => continue,
+                    Ok(false) => break,
+                    Err(err) => Event::Line(Err(err)),
+                },
+                published = next_snapshot(&mut state.session) => Event::Push(published),
+                published = next_feed(&mut state.feed, &registry) => Event::Push(published),
             },
         };
         let outgoing = match event {
-            Event::Push(snapshot) => Some(to_line(&Notification::new::<RootsChanged>(&snapshot))),
-            Event::Line(None) => break,
-            Event::Line(Some(Err(err))) => {
-                let Some(message) = framing_error_message(&err) else {
-                    break;
-                };
-                tracing::warn!(error = %err, "closing a connection after a framing violation");
-                let response = Response::failure(
-                    Value::Null,
-                    ErrorObject::new(code::INVALID_REQUEST, message),
-                );
-                let _ = framed.send(to_line(&response)).await;
+            Event::Push(published) => Outgoing::Shared(published.line()),
+            Event::Line(Err(err)) => {
+                let Some(code) = err.code() else { break };
+                tracing::warn!(error = %err, "closing a connection whose input cannot be read");
+                let response =
+                    Response::failure(Value::Null, ErrorObject::new(code, err.to_string()));
+                let _ = write_line(&stream, to_line(&response).as_bytes(), &shutdown).await;
                 break;
             }
-            Event::Line(Some(Ok(line))) => state.handle_line(&line).await.map(|r| to_line(&r)),
+            Event::Line(Ok(line)) => match state.handle_line(&line).await {
+                Some(response) => Outgoing::Owned(to_line(&response)),
+                None => continue,
+            },
         };
-        if let Some(line) = outgoing
-            && framed.send(line).await.is_err()
-        {
+        if let Err(err) = write_line(&stream, outgoing.as_bytes(), &shutdown).await {
+            tracing::debug!(%err, "closing a connection that does not take what is written to it");
             break;
         }
     }
 }
 
 enum Event {
-    Line(Option<Result<String, LinesCodecError>>),
-    Push(Arc<RootsSnapshot>),
+    Line(Result<String, FramingError>),
+    Push(Arc<Published>),
 }
 
-/// The next snapshot of a registered session's workspace; never resolves without a session.
-async fn next_snapshot(session: &mut Option<Session<'_>>) -> Arc<RootsSnapshot> {
+/// A line to write, newline included: a response of this connection's own, or a push shared by
+/// every connection that sends it.
+enum Outgoing {
+    Owned(String),
+    Shared(Arc<str>),
+}
+
+impl Outgoing {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Owned(line) => line.as_bytes(),
+            Self::Shared(line) => line.as_bytes(),
+        }
+    }
+}
+
+/// Why a line could not be written.
+#[derive(Debug, thiserror::Error)]
+enum WriteFailed {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the peer took nothing for {}s", WRITE_TIMEOUT.as_secs())]
+    TimedOut,
+    #[error("the daemon is shutting down and the peer did not take its line within {}s", SHUTDOWN_GRACE.as_secs())]
+    ShuttingDown,
+}
+
+/// Writes one line, giving up when the peer does not take it within [`WRITE_TIMEOUT`], or
+/// within [`SHUTDOWN_GRACE`] of a shutdown.
+async fn write_line(
+    stream: &Stream,
+    line: &[u8],
+    shutdown: &CancellationToken,
+) -> Result<(), WriteFailed> {
+    let mut writer = stream;
+    tokio::select! {
+        written = tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(line)) => match written {
+            Ok(result) => Ok(result?),
+            Err(_elapsed) => Err(WriteFailed::TimedOut),
+        },
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => Err(WriteFailed::ShuttingDown),
+    }
+}
+
+/// Sleeps until `deadline`; never resolves without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next state of a registered session's workspace; never resolves without a session.
+async fn next_snapshot(session: &mut Option<Session<'_>>) -> Arc<Published> {
     match session {
         Some(session) => {
             if session.receiver.changed().await.is_err() {
@@ -117,33 +170,41 @@ async fn next_snapshot(session: &mut Option<Session<'_>>) -> Arc<RootsSnapshot> 
     }
 }
 
-/// The next change a `watch` subscriber should see; `None` when it should be skipped.
-async fn next_feed(feed: &mut Option<Feed>) -> Option<Arc<RootsSnapshot>> {
+/// The next change a `watch` subscriber should see; never resolves without a subscription.
+///
+/// A subscriber holds no queue of its own: woken after changes, it asks the registry for the
+/// newest state of each workspace that changed since the last one it sent. One that reads slowly
+/// misses intermediate states, never the current one, and costs nothing while it lags.
+/// Cancel-safe: between being woken and returning, nothing awaits.
+async fn next_feed(feed: &mut Option<Feed>, registry: &Registry) -> Arc<Published> {
     let Some(feed) = feed else {
         return std::future::pending().await;
     };
-    match feed.receiver.recv().await {
-        Ok(snapshot) => feed
-            .workspace
-            .as_ref()
-            .is_none_or(|w| *w == snapshot.workspace)
-            .then_some(snapshot),
-        Err(broadcast::error::RecvError::Lagged(missed)) => {
-            // Every notification carries a workspace's whole list, so a watcher that fell behind
-            // only misses intermediate states; the next change brings it up to date.
-            tracing::debug!(missed, "a watch subscriber fell behind");
-            None
+    loop {
+        if let Some(published) = feed.pending.pop_front() {
+            return published;
         }
-        Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        if feed.changes.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        feed.pending = registry.changed_since(feed.after, feed.workspace.as_ref());
+        if let Some(newest) = feed.pending.back() {
+            feed.after = newest.snapshot.revision;
+        }
     }
 }
 
+/// A `watch` subscription: which workspace, the last revision sent, and what is still to send
+/// (at most the newest state of each workspace).
 struct Feed {
     workspace: Option<WorkspaceName>,
-    receiver: broadcast::Receiver<Arc<RootsSnapshot>>,
+    after: u64,
+    changes: watch::Receiver<u64>,
+    pending: VecDeque<Arc<Published>>,
 }
 
 struct ConnectionState<'a> {
+    peer: Peer,
     registry: &'a Registry,
     info: &'a DaemonInfo,
     shutdown: &'a CancellationToken,
@@ -193,10 +254,12 @@ impl<'a> ConnectionState<'a> {
                 reply::<ListRoots>(self.registry.snapshot(&params.workspace).await)
             }
             AddRoots::NAME => {
+                self.may_change_roots()?;
                 let params = parse::<AddRoots>(params)?;
                 reply::<AddRoots>(self.registry.add(&params.workspace, params.roots).await?)
             }
             RemoveRoots::NAME => {
+                self.may_change_roots()?;
                 let params = parse::<RemoveRoots>(params)?;
                 reply::<RemoveRoots>(
                     self.registry
@@ -216,10 +279,12 @@ impl<'a> ConnectionState<'a> {
             }
             Watch::NAME => {
                 let params = parse::<Watch>(params)?;
-                let (revision, receiver) = self.registry.subscribe_feed().await;
+                let (revision, changes) = self.registry.subscribe_feed().await;
                 self.feed = Some(Feed {
                     workspace: params.workspace,
-                    receiver,
+                    after: revision,
+                    changes,
+                    pending: VecDeque::new(),
                 });
                 reply::<Watch>(WatchResult { revision })
             }
@@ -232,7 +297,7 @@ impl<'a> ConnectionState<'a> {
                     ));
                 }
                 let mut session = self.registry.register_session(params).await;
-                let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update());
+                let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update().snapshot);
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
                     session_id: session.id,
@@ -351,6 +416,32 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
+    /// Refuses a change of roots to a peer that is only a member of a shared daemon's group,
+    /// saying who may make it.
+    fn may_change_roots(&self) -> Result<(), RequestError> {
+        if self.peer.role.may_change_roots() {
+            return Ok(());
+        }
+        let members = crate::server::socket_group(self.info)
+            .map(|gid| format!(" of group {}", crate::groups::by_gid(gid)))
+            .unwrap_or_default();
+        let admins = match &self.info.admin_group {
+            Some(admins) => format!(
+                ", or a member of group {admins}: ask an administrator to add you to it (usermod -aG {} YOUR-USER, then log in again)",
+                admins.name
+            ),
+            None => " (this rootsd names no admin group; its administrator can name one with --admin-group)".to_owned(),
+        };
+        Err(RequestError::new(
+            code::FORBIDDEN,
+            format!(
+                "uid {} may list, watch and attach sessions here as a member{members}, but changing the roots every member's agents work in takes rootsd's own user (uid {}), root{admins}; nothing was changed",
+                self.peer.uid,
+                rustix::process::geteuid().as_raw()
+            ),
+        ))
+    }
+
     fn registered(&self) -> Result<&Session<'a>, RequestError> {
         self.session.as_ref().ok_or_else(|| {
             RequestError::new(
@@ -435,21 +526,11 @@ fn reply<M: Method>(result: M::Result) -> Result<Value, RequestError> {
     Ok(serde_json::to_value(result).expect("wire results always serialise"))
 }
 
-fn framing_error_message(err: &LinesCodecError) -> Option<String> {
-    match err {
-        LinesCodecError::MaxLineLengthExceeded => Some(format!(
-            "line longer than {} bytes: the connection is closed; keep each request under the limit",
-            wire::MAX_LINE_BYTES
-        )),
-        LinesCodecError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => Some(
-            "the line is not valid UTF-8: the connection is closed; send UTF-8 JSON".to_owned(),
-        ),
-        LinesCodecError::Io(_) => None,
-    }
-}
-
+/// `message` as one line, newline included.
 fn to_line<T: serde::Serialize>(message: &T) -> String {
-    serde_json::to_string(message).expect("wire messages always serialise")
+    let mut line = serde_json::to_string(message).expect("wire messages always serialise");
+    line.push('\n');
+    line
 }
 
 #[cfg(test)]

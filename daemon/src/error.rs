@@ -97,6 +97,14 @@ pub enum SocketError {
         "the socket directory {path} belongs to uid {owner}, not to you (uid {me}): pass a --socket in a directory you own"
     )]
     DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "the socket directory {path} (owner uid {owner}, mode {mode:04o}) can be written by other users, who could put their own socket in rootsd's place: rootsd will not listen there; pass a --socket in a directory only you can write to (rootsd creates a missing one, mode 0700), or remove group and other write access from it if it is yours (chmod go-w {path})"
+    )]
+    DirectoryWritable {
+        path: PathBuf,
+        owner: u32,
+        mode: u32,
+    },
     #[error("failed to {action} {path}: {error}")]
     Io {
         action: &'static str,

@@ -11,8 +11,11 @@
 //! - [`model`]: the stored types.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`server`]: the accept loop and shutdown drain.
-//! - [`connection`]: one client connection: framing, dispatch, pushes.
-//! - [`info`]: where the daemon lives and whom it admits, shared by the two above.
+//! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
+//! - [`framing`]: reading a connection's lines within their bounds (length, time, budget).
+//! - [`limits`]: every bound the daemon keeps on what peers make it hold or wait for.
+//! - [`info`]: where the daemon lives, whom it admits and in which role, shared by the two above.
+//! - [`groups`]: group names and ids from `/etc/group`, for `--admin-group` and messages.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
 //! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
@@ -22,9 +25,12 @@ pub mod args;
 pub mod committer;
 pub mod connection;
 pub mod error;
+pub mod framing;
+pub mod groups;
 pub mod info;
 pub mod instance;
 pub mod journal;
+pub mod limits;
 pub mod model;
 pub mod reconcile;
 pub mod registry;

@@ -11,7 +11,7 @@ use rootsd::args::Args;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
-use rootsd::{instance, reconcile, server, socket, systemd};
+use rootsd::{groups, instance, reconcile, server, socket, systemd};
 use rootsd_proto::paths::{self, Environment};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
@@ -58,6 +58,11 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     } else {
         Access::Owner
     };
+    let admin_group = args
+        .admin_group
+        .as_deref()
+        .map(|group| groups::resolve(group, std::path::Path::new(groups::GROUP_FILE)))
+        .transpose()?;
 
     let mut lock = instance::acquire(&state_dir)?;
     if args.recover {
@@ -100,6 +105,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         state_dir: state_dir.clone(),
         socket_activated: bound.activated,
         access,
+        admin_group: admin_group.clone(),
     };
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
@@ -107,6 +113,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         state_dir = %state_dir.display(),
         socket_activated = bound.activated,
         allow_group = args.allow_group,
+        admin_group = admin_group.as_ref().map(|g| g.to_string()),
         "rootsd is ready"
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));

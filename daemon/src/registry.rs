@@ -4,12 +4,14 @@
 //! Writers decide their change against the pending state and hand it to the [`Committer`], which
 //! makes it durable (group commit) before the change is acknowledged, visible to readers, and
 //! published. Readers of a workspace's roots never wait for the store: they read the committed
-//! state, and each workspace has a `watch` channel holding its newest snapshot, which also
-//! coalesces bursts, so a session that is slow to read only ever sees the newest list.
+//! state, and each workspace that changed or has sessions has a `watch` channel holding its
+//! newest state ([`Published`]), which also coalesces bursts, so a session or a `watch`
+//! subscriber that is slow to read only ever sees the newest list, and the daemon holds one copy
+//! of it however many connections are behind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
@@ -17,15 +19,12 @@ use rootsd_proto::wire::{
     self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
 use crate::model::{Change, Contents, StoredRootV1, StoredWorkspaceV1};
 use crate::reconcile::Opened;
-
-/// How many changes a `watch` subscriber may fall behind before it is told it missed some.
-const CHANGE_FEED_CAPACITY: usize = 1024;
 
 /// Shared state of one running daemon.
 pub struct Registry {
@@ -43,10 +42,11 @@ pub struct Registry {
 
 /// What tells connections about durable changes; the commit thread calls it, in order.
 struct Publisher {
-    /// Newest snapshot per workspace, for sessions. Created on first use.
-    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<RootsSnapshot>>>>,
-    /// Every change, in order, for `watch` subscribers.
-    feed: broadcast::Sender<Arc<RootsSnapshot>>,
+    /// Newest state per workspace, for sessions and `watch` subscribers. Created when a
+    /// workspace first changes or gets a session.
+    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<Published>>>>,
+    /// The store revision of the newest change published, which wakes `watch` subscribers.
+    changes: watch::Sender<u64>,
     /// Bumped whenever the totals `systemd::supervise` reports (roots, workspaces, sessions,
     /// revision) may have changed, so that systemd's status line follows without polling.
     counts: watch::Sender<u64>,
@@ -54,16 +54,18 @@ struct Publisher {
 
 impl Publisher {
     fn publish(&self, snapshot: Arc<RootsSnapshot>) {
-        if let Some(sender) = self
-            .channels
+        let revision = snapshot.revision;
+        let published = Arc::new(Published::new(snapshot));
+        self.channels
             .lock()
             .expect("channels lock")
-            .get(&snapshot.workspace)
-        {
-            sender.send_replace(snapshot.clone());
-        }
-        // No subscribers is the normal case, not an error.
-        let _ = self.feed.send(snapshot);
+            .entry(published.snapshot.workspace.clone())
+            .and_modify(|sender| {
+                sender.send_replace(published.clone());
+            })
+            .or_insert_with(|| watch::channel(published.clone()).0);
+        // After the channel holds the snapshot: a subscriber woken by this finds it there.
+        self.changes.send_replace(revision);
         self.counts_changed();
     }
 
@@ -92,7 +94,7 @@ impl Registry {
         let committed = Arc::new(RwLock::new(opened.contents.clone()));
         let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
-            feed: broadcast::channel(CHANGE_FEED_CAPACITY).0,
+            changes: watch::channel(opened.contents.revision).0,
             counts: watch::channel(0).0,
         });
         let on_durable = {
@@ -263,10 +265,34 @@ impl Registry {
         Ok(result)
     }
 
-    /// Subscribes to every change, for `watch`. Returns the revision the feed starts after.
-    pub async fn subscribe_feed(&self) -> (u64, broadcast::Receiver<Arc<RootsSnapshot>>) {
-        let receiver = self.publisher.feed.subscribe();
+    /// Subscribes to every change, for `watch`: the receiver wakes after each change (bursts
+    /// coalesce), and [`Registry::changed_since`] says what changed. Returns the revision the
+    /// subscription starts after.
+    pub async fn subscribe_feed(&self) -> (u64, watch::Receiver<u64>) {
+        // Subscribe first, then read the revision: the commit thread applies a change to the
+        // committed state before publishing it, so a change that falls between the two is
+        // either counted in the revision or wakes the receiver, never neither.
+        let receiver = self.publisher.changes.subscribe();
         (self.committed.read().expect("committed").revision, receiver)
+    }
+
+    /// The newest state of each workspace (of `workspace` only, if given) that changed after
+    /// store revision `after`, oldest change first. Changes are published in revision order
+    /// on the commit thread, so what this returns never skips one that a later call would find.
+    pub fn changed_since(
+        &self,
+        after: u64,
+        workspace: Option<&WorkspaceName>,
+    ) -> VecDeque<Arc<Published>> {
+        let channels = self.publisher.channels.lock().expect("channels lock");
+        let mut changed: Vec<Arc<Published>> = channels
+            .iter()
+            .filter(|(name, _)| workspace.is_none_or(|w| w == *name))
+            .map(|(_, sender)| sender.borrow().clone())
+            .filter(|published| published.snapshot.revision > after)
+            .collect();
+        changed.sort_by_key(|published| published.snapshot.revision);
+        changed.into()
     }
 
     /// Registers an MCP session and subscribes it to its workspace's snapshots.
@@ -275,7 +301,8 @@ impl Registry {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
             let sender = channels.entry(params.workspace.clone()).or_insert_with(|| {
-                watch::channel(Arc::new(snapshot_of(&model, &params.workspace))).0
+                let snapshot = Arc::new(snapshot_of(&model, &params.workspace));
+                watch::channel(Arc::new(Published::new(snapshot))).0
             });
             sender.subscribe()
         };
@@ -361,7 +388,37 @@ pub struct FetchProgress {
 pub struct Session<'a> {
     registry: &'a Registry,
     pub id: u64,
-    pub receiver: watch::Receiver<Arc<RootsSnapshot>>,
+    pub receiver: watch::Receiver<Arc<Published>>,
+}
+
+/// One state of a workspace as published to connections: the snapshot, and the
+/// `roots.changed` line that pushes it, serialised once, when the first connection needs it,
+/// and then shared by all of them.
+pub struct Published {
+    pub snapshot: Arc<RootsSnapshot>,
+    line: OnceLock<Arc<str>>,
+}
+
+impl Published {
+    fn new(snapshot: Arc<RootsSnapshot>) -> Self {
+        Self {
+            snapshot,
+            line: OnceLock::new(),
+        }
+    }
+
+    /// The `roots.changed` notification for this state, newline included.
+    pub fn line(&self) -> Arc<str> {
+        self.line
+            .get_or_init(|| {
+                let notification = wire::Notification::new::<wire::RootsChanged>(&self.snapshot);
+                let mut line =
+                    serde_json::to_string(&notification).expect("wire messages always serialise");
+                line.push('\n');
+                line.into()
+            })
+            .clone()
+    }
 }
 
 impl Session<'_> {

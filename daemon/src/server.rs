@@ -5,24 +5,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
+use rootsd_proto::wire::{ErrorObject, Response, code};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::StoreError;
-use crate::info::{Access, DaemonInfo};
+use crate::framing::Budget;
+use crate::groups;
+use crate::info::{Access, DaemonInfo, Peer, Role};
+use crate::limits::{INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT};
 use crate::registry::Registry;
 
-/// Upper bound on concurrent connections. Each MCP session holds one, so this is sized for
-/// thousands of sessions; past it, new connections wait in the kernel's backlog.
-pub const MAX_CONNECTIONS: usize = 16_384;
-
 /// Serves `listener` until `shutdown` is cancelled, then waits for every connection to finish
-/// what it is doing and closes the store. An error means the store's final checkpoint failed
-/// (every acknowledged change is still in the journal); the daemon then exits non-zero.
+/// what it is doing (requests being served finish; a peer that does not take its last line gets
+/// [`crate::limits::SHUTDOWN_GRACE`]) and closes the store. An error means the store's final
+/// checkpoint failed (every acknowledged change is still in the journal); the daemon then exits
+/// non-zero.
 ///
 /// Connections that `info.access` does not admit (by default, those of any other user) are
-/// refused and logged. The caller owns the listener's socket file and removes it afterwards if
+/// told why in one error line, closed and logged; each admitted one gets its [`Role`]. The
+/// caller owns the listener's socket file and removes it afterwards if
 /// it created it.
 pub async fn run(
     listener: Listener,
@@ -33,6 +38,7 @@ pub async fn run(
     let info = Arc::new(info);
     let tracker = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let input = Arc::new(Budget::new(INPUT_BUDGET));
     let our_uid = rustix::process::geteuid().as_raw();
     loop {
         let permit = tokio::select! {
@@ -52,21 +58,33 @@ pub async fn run(
                 }
             },
         };
-        let Some(peer) = admit(&stream, our_uid, &info) else {
-            continue;
+        let peer = match admit(&stream, our_uid, &info) {
+            Ok(peer) => peer,
+            Err(refusal) => {
+                // In a task of its own, holding its connection's permit, so that a refused peer
+                // that does not read delays nobody and cannot pile up.
+                tracker.spawn(async move {
+                    refuse(stream, refusal).await;
+                    drop(permit);
+                });
+                continue;
+            }
         };
-        let span = tracing::info_span!("conn", pid = peer.pid);
+        let span = tracing::info_span!("conn", pid = peer.pid, uid = peer.uid, role = ?peer.role);
         let registry = registry.clone();
         let info = info.clone();
+        let input = input.clone();
         let shutdown = shutdown.clone();
         tracker.spawn(tracing::Instrument::instrument(
             async move {
-                crate::connection::serve(stream, registry, info, shutdown).await;
+                crate::connection::serve(stream, peer, registry, info, input, shutdown).await;
                 drop(permit);
             },
             span,
         ));
     }
+    // New clients find nothing listening, rather than a backlog nobody will ever accept.
+    drop(listener);
     tracing::info!(
         connections = tracker.len(),
         "no longer accepting; finishing open requests"
@@ -89,17 +107,16 @@ pub async fn run(
     }
 }
 
-struct Peer {
-    pid: Option<i32>,
-}
-
-/// Checks the peer's credentials against the daemon's [`Access`] policy, logging refusals.
-fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Option<Peer> {
+/// Checks the peer's credentials against the daemon's [`Access`] policy and gives it its
+/// [`Role`]; a refusal is logged and returned as the message the peer is sent.
+fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, String> {
     let creds = match stream.peer_creds() {
         Ok(creds) => creds,
         Err(err) => {
             tracing::warn!(error = %err, "refused a connection whose credentials could not be read");
-            return None;
+            return Err(format!(
+                "rootsd could not read this connection's credentials ({err}), so it cannot tell who you are; it admits only peers it can identify"
+            ));
         }
     };
     let peer = PeerIds {
@@ -107,23 +124,24 @@ fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Option<Peer> {
         gid: creds.egid(),
         pid: creds.pid(),
     };
-    let socket_group = || match std::fs::metadata(&info.socket) {
-        Ok(meta) => Some(meta.gid()),
-        Err(err) => {
-            tracing::warn!(
-                socket = %info.socket.display(),
-                error = %err,
-                "cannot read the socket file's group; admitting only rootsd's own user"
-            );
-            None
-        }
-    };
-    if admits(info.access, our_uid, &peer, socket_group, || {
-        peer.pid
-            .map(|pid| supplementary_groups(pid, peer.uid))
-            .unwrap_or_default()
-    }) {
-        return Some(Peer { pid: peer.pid });
+    let role = role_of(
+        info.access,
+        our_uid,
+        &peer,
+        || socket_group(info),
+        info.admin_group.as_ref().map(|g| g.gid),
+        || {
+            peer.pid
+                .map(|pid| supplementary_groups(pid, peer.uid))
+                .unwrap_or_default()
+        },
+    );
+    if let (Some(role), Some(uid)) = (role, peer.uid) {
+        return Ok(Peer {
+            uid,
+            pid: peer.pid,
+            role,
+        });
     }
     match info.access {
         Access::Owner => tracing::warn!(
@@ -138,7 +156,78 @@ fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Option<Peer> {
             "refused a connection from a user who is not in the socket's group"
         ),
     }
-    None
+    Err(refusal(info, our_uid, &peer))
+}
+
+/// The socket file's group, whose members a shared daemon admits; `None` if it cannot be read.
+pub(crate) fn socket_group(info: &DaemonInfo) -> Option<u32> {
+    match std::fs::metadata(&info.socket) {
+        Ok(meta) => Some(meta.gid()),
+        Err(err) => {
+            tracing::warn!(
+                socket = %info.socket.display(),
+                error = %err,
+                "cannot read the socket file's group; admitting only rootsd's own user and root"
+            );
+            None
+        }
+    }
+}
+
+/// What a refused peer is told: who it is, whom this daemon admits, and what to do.
+fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
+    let who = match (peer.uid, peer.pid) {
+        (Some(uid), Some(pid)) => format!("uid {uid}, pid {pid}"),
+        (Some(uid), None) => format!("uid {uid}"),
+        _ => "a peer without credentials".to_owned(),
+    };
+    let daemon = format!("rootsd (pid {}, uid {our_uid})", std::process::id());
+    const OWN: &str = "use a rootsd of your own (unset ROOTSD_SOCKET and drop --socket; rootsctl starts one for you)";
+    match info.access {
+        Access::Owner => format!("{daemon} serves only its own user, and you are {who}: {OWN}"),
+        Access::OwnerOrSocketGroup => {
+            let socket_group = socket_group(info).map(groups::by_gid);
+            let (groups, join) = match (&socket_group, &info.admin_group) {
+                (Some(members), Some(admins)) => (
+                    format!(
+                        "members of group {members} (who may list, watch and attach sessions) and of group {admins} (who may also change roots)"
+                    ),
+                    members.name.clone(),
+                ),
+                (Some(members), None) => {
+                    (format!("members of group {members}"), members.name.clone())
+                }
+                (None, Some(admins)) => (format!("members of group {admins}"), admins.name.clone()),
+                (None, None) => ("nobody else".to_owned(), "GROUP".to_owned()),
+            };
+            format!(
+                "{daemon} admits its own user, root and {groups}, and you ({who}) are none of them: ask an administrator to add you (usermod -aG {join} YOUR-USER, then log in again), or {OWN}"
+            )
+        }
+    }
+}
+
+/// Tells a refused peer why in one error line, reads what it sent meanwhile (so that it sees
+/// the connection end, not a reset), and closes; all within [`REFUSAL_TIMEOUT`].
+async fn refuse(stream: Stream, message: String) {
+    let response = Response::failure(Value::Null, ErrorObject::new(code::NOT_ADMITTED, message));
+    let mut line = serde_json::to_string(&response).expect("wire messages always serialise");
+    line.push('\n');
+    let _ = tokio::time::timeout(REFUSAL_TIMEOUT, async {
+        let mut stream = &stream;
+        if stream.write_all(line.as_bytes()).await.is_err() {
+            return;
+        }
+        let mut sink = [0u8; 4096];
+        let mut read = 0;
+        while read < 64 * 1024 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    })
+    .await;
 }
 
 /// The credentials the kernel recorded for a peer when it connected.
@@ -148,26 +237,41 @@ struct PeerIds {
     pid: Option<i32>,
 }
 
-/// The admission rule. The socket's group and the peer's supplementary groups cost a system
-/// call or a file read each, so they are only looked up for a peer of another user in
-/// [`Access::OwnerOrSocketGroup`] mode.
-fn admits(
+/// The admission rule: the role of a peer, or `None` if it is not admitted. The socket's group
+/// and the peer's supplementary groups cost a system call or a file read each, so they are only
+/// looked up for a peer of another user (not root) in [`Access::OwnerOrSocketGroup`] mode, and
+/// each at most once.
+fn role_of(
     access: Access,
     our_uid: u32,
     peer: &PeerIds,
     socket_group: impl FnOnce() -> Option<u32>,
+    admin_group: Option<u32>,
     supplementary: impl FnOnce() -> Vec<u32>,
-) -> bool {
-    if peer.uid == Some(our_uid) {
-        return true;
+) -> Option<Role> {
+    let uid = peer.uid?;
+    if uid == our_uid {
+        return Some(Role::Owner);
     }
     if access != Access::OwnerOrSocketGroup {
-        return false;
+        return None;
     }
-    let Some(group) = socket_group() else {
-        return false;
+    if uid == 0 {
+        return Some(Role::Root);
+    }
+    let mut supplementary = Some(supplementary);
+    let mut groups: Option<Vec<u32>> = None;
+    let mut member_of = |gid: u32| {
+        peer.gid == Some(gid)
+            || groups
+                .get_or_insert_with(|| supplementary.take().map(|f| f()).unwrap_or_default())
+                .contains(&gid)
     };
-    peer.gid == Some(group) || supplementary().contains(&group)
+    if admin_group.is_some_and(&mut member_of) {
+        return Some(Role::Admin);
+    }
+    let group = socket_group()?;
+    member_of(group).then_some(Role::Member)
 }
 
 /// The supplementary groups of process `pid`, from `/proc/<pid>/status`; empty if unreadable.
@@ -207,9 +311,11 @@ fn parse_proc_status(text: &str) -> (Option<u32>, Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::groups::Group;
 
     const OURS: u32 = 1000;
     const GROUP: u32 = 4242;
+    const ADMINS: u32 = 4343;
 
     fn peer(uid: u32, gid: u32) -> PeerIds {
         PeerIds {
@@ -226,38 +332,82 @@ mod tests {
     #[test]
     fn the_owner_is_always_admitted_without_any_lookup() {
         for access in [Access::Owner, Access::OwnerOrSocketGroup] {
-            assert!(admits(access, OURS, &peer(OURS, 1), no_lookup, no_lookup));
+            assert_eq!(
+                role_of(
+                    access,
+                    OURS,
+                    &peer(OURS, 1),
+                    no_lookup,
+                    Some(ADMINS),
+                    no_lookup
+                ),
+                Some(Role::Owner)
+            );
         }
     }
 
     #[test]
-    fn strict_mode_refuses_other_users_even_in_the_socket_group() {
-        assert!(!admits(
-            Access::Owner,
-            OURS,
-            &peer(2000, GROUP),
-            no_lookup,
-            no_lookup
-        ));
+    fn strict_mode_refuses_other_users_even_root_or_in_the_groups() {
+        for uid in [2000, 0] {
+            assert_eq!(
+                role_of(
+                    Access::Owner,
+                    OURS,
+                    &peer(uid, GROUP),
+                    no_lookup,
+                    Some(ADMINS),
+                    no_lookup
+                ),
+                None
+            );
+        }
     }
 
     #[test]
-    fn group_mode_admits_the_socket_group_as_primary_or_supplementary_group() {
+    fn group_mode_gives_members_read_only_roles_and_admins_and_root_the_rest() {
         let group = || Some(GROUP);
         let access = Access::OwnerOrSocketGroup;
-        assert!(admits(access, OURS, &peer(2000, GROUP), group, no_lookup));
-        assert!(admits(access, OURS, &peer(2000, 7), group, || vec![
-            3, GROUP
-        ]));
-        assert!(!admits(access, OURS, &peer(2000, 7), group, || vec![3, 8]));
+        let role = |peer: PeerIds, admins, supplementary: Vec<u32>| {
+            role_of(access, OURS, &peer, group, admins, move || supplementary)
+        };
+        assert_eq!(role(peer(2000, GROUP), None, vec![]), Some(Role::Member));
+        assert_eq!(
+            role(peer(2000, 7), None, vec![3, GROUP]),
+            Some(Role::Member)
+        );
+        assert_eq!(role(peer(2000, 7), None, vec![3, 8]), None);
+        assert_eq!(
+            role(peer(2000, 7), Some(ADMINS), vec![GROUP, ADMINS]),
+            Some(Role::Admin)
+        );
+        assert_eq!(
+            role(peer(2000, ADMINS), Some(ADMINS), vec![]),
+            Some(Role::Admin)
+        );
+        assert_eq!(
+            role(peer(2000, GROUP), Some(ADMINS), vec![]),
+            Some(Role::Member)
+        );
+        assert_eq!(
+            role_of(
+                access,
+                OURS,
+                &peer(0, 0),
+                no_lookup,
+                Some(ADMINS),
+                no_lookup
+            ),
+            Some(Role::Root)
+        );
+        assert!(!Role::Member.may_change_roots());
+        for role in [Role::Owner, Role::Root, Role::Admin] {
+            assert!(role.may_change_roots(), "{role:?}");
+        }
         // Without a readable socket file there is no group to be a member of.
-        assert!(!admits(
-            access,
-            OURS,
-            &peer(2000, GROUP),
-            || None,
-            no_lookup
-        ));
+        assert_eq!(
+            role_of(access, OURS, &peer(2000, GROUP), || None, None, Vec::new),
+            None
+        );
     }
 
     #[test]
@@ -268,7 +418,38 @@ mod tests {
             pid: None,
         };
         let access = Access::OwnerOrSocketGroup;
-        assert!(!admits(access, OURS, &anonymous, || Some(GROUP), Vec::new));
+        assert_eq!(
+            role_of(access, OURS, &anonymous, || Some(GROUP), None, Vec::new),
+            None
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_who_is_refused_whom_rootsd_admits_and_what_to_do() {
+        let info = |access, admin_group| DaemonInfo {
+            socket: "/nonexistent/rootsd.sock".into(),
+            state_dir: "/nonexistent".into(),
+            socket_activated: true,
+            access,
+            admin_group,
+        };
+        let stranger = peer(2000, 7);
+        let strict = refusal(&info(Access::Owner, None), OURS, &stranger);
+        assert!(strict.contains("serves only its own user"), "{strict}");
+        assert!(strict.contains("uid 2000, pid 1"), "{strict}");
+        assert!(strict.contains("unset ROOTSD_SOCKET"), "{strict}");
+        let admins = Group {
+            gid: ADMINS,
+            name: "rootsd-admin".into(),
+        };
+        let shared = refusal(
+            &info(Access::OwnerOrSocketGroup, Some(admins)),
+            OURS,
+            &stranger,
+        );
+        assert!(shared.contains(&format!("uid {OURS}")), "{shared}");
+        assert!(shared.contains("rootsd-admin (gid 4343)"), "{shared}");
+        assert!(shared.contains("usermod -aG"), "{shared}");
     }
 
     #[test]

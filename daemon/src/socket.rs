@@ -1,8 +1,9 @@
 //! Getting a listening socket: adopt the one systemd passed, or bind our own safely.
 //!
 //! Binding our own follows three rules:
-//! - the socket's directory is created mode 0700, and a directory owned by someone else is
-//!   refused unless it is sticky (the rules live in [`rootsd_proto::modes`], shared with doctor);
+//! - the socket's directory is created mode 0700; an existing one that other users may write to
+//!   (sticky or not, `/tmp` itself included), or that belongs to another user, is refused (the
+//!   rules live in [`rootsd_proto::modes`], shared with rootsctl and doctor);
 //! - a socket file that answers belongs to a live daemon and is never touched;
 //! - a dead socket file is reclaimed only if this state directory's records show rootsd created
 //!   it (same device and inode); anything else at the path is left for the user to remove.
@@ -23,15 +24,16 @@ pub use crate::error::{SocketError, SocketFileProblem};
 const SOCKET_RECORD: &str = "socket.id";
 
 /// A listener plus what must happen to its file at exit.
+///
+/// Dropping it removes the socket file rootsd created (never one systemd passed), so a start
+/// that fails after binding leaves nothing behind that would make the next start refuse.
 pub struct BoundSocket {
+    // Declared before `closer`, so that the listener closes before its file is removed.
     pub listener: Listener,
     pub path: PathBuf,
     /// Whether systemd passed the socket (and so owns its file).
     pub activated: bool,
-    /// The identity of the file we created, if we created one.
-    created: Option<FileId>,
-    /// Where that identity is recorded.
-    record: Option<PathBuf>,
+    closer: SocketCloser,
 }
 
 /// Identifies one socket file. Inode numbers are reused as soon as a file is deleted, so the
@@ -115,10 +117,13 @@ pub fn adopt(
     };
     Ok(BoundSocket {
         listener,
+        closer: SocketCloser {
+            path: path.clone(),
+            created: None,
+            record: None,
+        },
         path,
         activated: true,
-        created: None,
-        record: None,
     })
 }
 
@@ -163,6 +168,25 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
                 io_err("bind the socket at", e)
             }
         })?;
+    // From here on the file is ours: if any later step fails, dropping `bound` removes it (and
+    // the record, which may be half written), so that the next start does not find a socket it
+    // cannot tell from someone else's.
+    let identity = |path: &Path| {
+        fs::symlink_metadata(path)
+            .map(|meta| FileId::of(&meta))
+            .map_err(|e| io_err("inspect", e))
+    };
+    let mut bound = BoundSocket {
+        listener,
+        path: path.to_owned(),
+        activated: false,
+        closer: SocketCloser {
+            path: path.to_owned(),
+            created: None,
+            record: None,
+        },
+    };
+    bound.closer.created = Some(identity(path)?);
     // The sticky bit exempts the file from the periodic clean-up the XDG base directory
     // specification allows in $XDG_RUNTIME_DIR, which would otherwise leave a running daemon
     // that nobody can reach. It changes nothing else for a socket.
@@ -171,20 +195,17 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
         fs::Permissions::from_mode(0o1000 | modes::SOCKET_MODE),
     )
     .map_err(|e| io_err("set the sticky bit on", e))?;
-    let meta = fs::symlink_metadata(path).map_err(|e| io_err("inspect", e))?;
-    let id = FileId::of(&meta);
+    // Changing the mode changed the file's ctime, which is part of its identity.
+    let id = identity(path)?;
+    bound.closer.created = Some(id);
     let record = state_dir.join(SOCKET_RECORD);
+    bound.closer.record = Some(record.clone());
     fs::write(&record, id.encode()).map_err(|e| io_err("record the socket identity for", e))?;
-    Ok(BoundSocket {
-        listener,
-        path: path.to_owned(),
-        activated: false,
-        created: Some(id),
-        record: Some(record),
-    })
+    Ok(bound)
 }
 
-/// Removes the socket file at exit, if rootsd created it.
+/// Removes the socket file rootsd created, and its record, when closed or dropped: at exit, and
+/// when a start fails after binding.
 pub struct SocketCloser {
     path: PathBuf,
     created: Option<FileId>,
@@ -234,39 +255,35 @@ impl BoundSocket {
     pub fn file(&self) -> SocketFile {
         SocketFile {
             path: self.path.clone(),
-            created: self.created,
+            created: self.closer.created,
         }
     }
 
     /// Separates the listener, which [`crate::server::run`] consumes, from the clean-up of its
     /// file.
     pub fn split(self) -> (Listener, SocketCloser) {
-        let closer = SocketCloser {
-            path: self.path,
-            created: self.created,
-            record: self.record,
-        };
-        (self.listener, closer)
+        (self.listener, self.closer)
     }
 }
 
 impl SocketCloser {
     /// Removes the socket file if, and only if, it is still the one we created. A socket systemd
-    /// passed is never removed. Call after the listener is dropped.
-    pub fn close(self) {
-        let Self {
-            path,
-            created,
-            record,
-        } = self;
+    /// passed is never removed. Call after the listener is dropped; dropping the closer does the
+    /// same.
+    pub fn close(self) {}
+
+    fn remove(&mut self) {
         // After a clean exit there is nothing to reclaim, so nothing may ever match the record.
-        if let Some(record) = record {
+        if let Some(record) = self.record.take() {
             let _ = fs::remove_file(record);
         }
-        let Some(id) = created else { return };
-        match fs::symlink_metadata(&path) {
+        let Some(id) = self.created.take() else {
+            return;
+        };
+        let path = &self.path;
+        match fs::symlink_metadata(path) {
             Ok(meta) if FileId::of(&meta) == id => {
-                if let Err(err) = fs::remove_file(&path) {
+                if let Err(err) = fs::remove_file(path) {
                     tracing::warn!(path = %path.display(), error = %err, "could not remove the socket");
                 }
             }
@@ -279,8 +296,15 @@ impl SocketCloser {
     }
 }
 
+impl Drop for SocketCloser {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
 /// Creates the socket's directory, or checks an existing one by [`modes::socket_dir`]'s rules:
-/// someone else's is refused unless it is sticky, and ours open to others earns a warning.
+/// one that others may write to, or that belongs to another user, is refused; ours open to
+/// others earns a warning.
 fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
     let me = rustix::process::geteuid().as_raw();
     let meta = match fs::metadata(dir) {
@@ -310,7 +334,7 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
         mode: meta.permissions().mode() & 0o7777,
     };
     match modes::socket_dir(perms, me) {
-        SocketDir::Private | SocketDir::SharedSticky => Ok(()),
+        SocketDir::Private | SocketDir::System => Ok(()),
         SocketDir::OpenToOthers => {
             tracing::warn!(
                 dir = %dir.display(),
@@ -319,6 +343,11 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
             );
             Ok(())
         }
+        SocketDir::WritableByOthers => Err(SocketError::DirectoryWritable {
+            path: dir.to_owned(),
+            owner: perms.uid,
+            mode: perms.mode,
+        }),
         SocketDir::Foreign => Err(SocketError::DirectoryOwner {
             path: dir.to_owned(),
             owner: perms.uid,
@@ -354,4 +383,51 @@ fn reclaim_if_stale(path: &Path, state_dir: &Path, meta: &fs::Metadata) -> Resul
         path: path.to_owned(),
         error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_start_that_fails_after_binding_leaves_no_socket_and_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        fs::create_dir(&state).unwrap();
+        let path = dir.path().join("run").join("rootsd.sock");
+        let bound = bind(&path, &state).unwrap();
+        assert!(path.exists() && state.join(SOCKET_RECORD).exists());
+        // What main does when a step after binding fails: `bound` goes out of scope.
+        drop(bound);
+        assert!(!path.exists(), "the socket was left behind");
+        assert!(
+            !state.join(SOCKET_RECORD).exists(),
+            "the record was left behind"
+        );
+        // So the next start binds without finding anything it cannot account for.
+        let again = bind(&path, &state).unwrap();
+        let (listener, closer) = again.split();
+        drop(listener);
+        closer.close();
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn a_failure_inside_bind_after_the_socket_exists_removes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        // The record cannot be written where a directory stands.
+        fs::create_dir_all(state.join(SOCKET_RECORD)).unwrap();
+        let path = dir.path().join("run").join("rootsd.sock");
+        let err = bind(&path, &state).err().expect("bind fails");
+        assert!(
+            err.to_string().contains("record the socket identity"),
+            "{err}"
+        );
+        assert!(!path.exists(), "the socket was left behind");
+        assert!(
+            state.join(SOCKET_RECORD).is_dir(),
+            "a directory rootsd did not create is not its record to remove"
+        );
+    }
 }

@@ -59,6 +59,7 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
         state_dir: state.clone(),
         socket_activated: false,
         access: Access::Owner,
+        admin_group: None,
     };
     let daemon = tokio::spawn(server::run(listener, registry, info, shutdown.clone()));
 

@@ -94,6 +94,16 @@ pub mod code {
     pub const AMBIGUOUS: i64 = -32005;
     /// The connection is not in a state that allows the request (e.g. a second registration).
     pub const INVALID_STATE: i64 = -32006;
+    /// The peer may not do this: changing roots takes the daemon's own user, root, or a member
+    /// of its admin group, and this peer is only a member of the shared service's group.
+    pub const FORBIDDEN: i64 = -32007;
+    /// The daemon does not admit this peer at all; sent once, with `"id": null`, and then the
+    /// connection closes. The message says who the peer is, whom the daemon admits, and what to
+    /// do.
+    pub const NOT_ADMITTED: i64 = -32008;
+    /// The daemon is at one of its limits (the memory its clients' unfinished lines may hold);
+    /// sent with `"id": null`, and then the connection closes. Retrying later may succeed.
+    pub const BUSY: i64 = -32009;
 }
 
 impl ErrorObject {

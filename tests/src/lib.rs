@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod accounts;
 pub mod bench_wire;
 
 /// How long any single wait in a test may take before the test fails.
@@ -393,7 +394,7 @@ impl RawClient {
         Self::from_stream(UnixStream::connect(socket).expect("connect to rootsd"))
     }
 
-    fn from_stream(stream: UnixStream) -> Self {
+    pub fn from_stream(stream: UnixStream) -> Self {
         stream
             .set_read_timeout(Some(PATIENCE))
             .expect("set a read timeout");

@@ -7,6 +7,8 @@
 #[path = "core/support.rs"]
 mod support;
 
+#[path = "core/bounds.rs"]
+mod bounds;
 #[path = "core/cli.rs"]
 mod cli;
 #[path = "core/crash.rs"]
@@ -23,3 +25,5 @@ mod roots;
 mod soak;
 #[path = "core/store.rs"]
 mod store;
+#[path = "core/trust.rs"]
+mod trust;

@@ -36,14 +36,14 @@ pub(super) async fn ask(socket: &Path, client_name: &str) -> DaemonFindings {
         ));
     }
     let asked = tokio::time::timeout(ANSWER_TIMEOUT, async {
-        let mut client = Client::connect(socket, client_name).await?;
+        let mut client = Client::connect(socket, client_name, ANSWER_TIMEOUT).await?;
         let status = client.call::<Status>(&EmptyParams {}).await?;
         Ok::<_, ClientError>((client.hello, status))
     })
     .await;
     let (hello, status) = match asked {
         Ok(Ok(answered)) => answered,
-        Err(_elapsed) => {
+        Err(_) | Ok(Err(ClientError::TimedOut { .. })) => {
             return failed(
                 Check::new(
                     NAME,
@@ -101,6 +101,20 @@ fn explain_client_error(socket: &Path, err: &ClientError) -> Check {
         .fix(format!(
             "{START_FIX}; a rootsd started by rootsctl reclaims the stale file itself"
         )),
+        ClientError::Untrusted { peer_uid, me, .. } => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "not asked: {s} is served by uid {peer_uid}, neither you (uid {me}) nor root, and the socket is not in a directory only root can write to, so it is no shared rootsd either; rootsctl sends it nothing"
+            ),
+        )
+        .fix("use your own rootsd (unset ROOTSD_SOCKET and drop --socket, or point them at a directory only you can write to); another user may be waiting for your requests there, so tell your administrator"),
+        ClientError::NotAdmitted { message, .. } => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!("rootsd at {s} answers, but does not admit you: {message}"),
+        )
+        .fix("do what its message says: join the group it names, or use a rootsd of your own (unset ROOTSD_SOCKET and drop --socket)"),
         ClientError::VersionMismatch { socket, daemon } => {
             Check::new(NAME, Outcome::Fail, daemon.summary(socket)).fix(daemon.fix())
         }
@@ -108,7 +122,7 @@ fn explain_client_error(socket: &Path, err: &ClientError) -> Check {
             NAME,
             Outcome::Fail,
             format!(
-                "rootsd at {s} closed the connection without answering: it admits only its own user (and, with --allow-group, its socket's group), so it probably runs as someone else"
+                "rootsd at {s} closed the connection without answering ({err}): a rootsd older than rootsctl does that to users it does not admit"
             ),
         )
         .fix("use a rootsd of your own (unset ROOTSD_SOCKET), or ask its owner to add you to the socket's group"),

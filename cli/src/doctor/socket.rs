@@ -2,12 +2,12 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use rootsd_proto::modes::{self, Socket};
+use rootsd_proto::modes::{self, Perms, Socket};
 
-use super::{Check, Me, Outcome, START_FIX, mode_of, perms_of};
+use super::{Check, Me, Outcome, START_FIX, perms_of};
 
 /// The socket file itself: a socket, mode 0600, ours; or a shared daemon's socket we may open.
 pub(super) fn check(socket: &Path, me: &Me) -> Check {
@@ -38,17 +38,23 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
             "remove it if nothing uses it (rm {s}), or choose another path with --socket or ROOTSD_SOCKET"
         ));
     }
-    judge(socket, &meta, me)
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .and_then(|d| fs::metadata(d).ok())
+        .map(|m| perms_of(&m));
+    judge(socket, perms_of(&meta), dir, me)
 }
 
-/// Applies the socket rules to a socket file: ours must be 0600; a socket owned by another
-/// user belongs to a shared, system-wide rootsd (`--allow-group`), whose group is the access
-/// control, so we must be in it, and others must be kept out.
-fn judge(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
+/// Applies the socket rules to a socket file in directory `dir`: ours must be 0600; a socket
+/// owned by root, or by another user in a directory only root may write to, belongs to a shared,
+/// system-wide rootsd (`--allow-group`), whose group is the access control, so we must be in it,
+/// and others must be kept out; any other user's is a stranger's.
+fn judge(socket: &Path, file: Perms, dir: Option<Perms>, me: &Me) -> Check {
     const NAME: &str = "socket";
     let s = socket.display();
-    let mode = mode_of(meta);
-    match modes::socket(perms_of(meta), me.uid, &me.groups) {
+    let mode = file.mode;
+    match modes::socket(file, dir, me.uid, &me.groups) {
         Socket::Private => Check::new(
             NAME,
             Outcome::Ok,
@@ -68,12 +74,22 @@ fn judge(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
             ),
         )
         .fix(format!("chmod {:o} {s}", modes::SOCKET_MODE)),
+        Socket::Stranger => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{s} belongs to uid {}, neither you (uid {}) nor root, and it is not in a directory only root can write to, as a shared rootsd's socket is: rootsctl refuses to talk to whoever listens there",
+                file.uid,
+                me.uid
+            ),
+        )
+        .fix("if you did not put another user's socket there, someone may be waiting for your requests: use your own rootsd (unset ROOTSD_SOCKET and drop --socket), and tell your administrator"),
         Socket::SharedOpenToAll => Check::new(
             NAME,
             Outcome::Fail,
             format!(
                 "{s} belongs to uid {} and is mode {mode:04o}: anyone may try to connect",
-                meta.uid()
+                file.uid
             ),
         )
         .fix("give the shared socket SocketMode=0660 and a SocketGroup= in its unit (see systemd/system/rootsd.socket)"),
@@ -82,20 +98,20 @@ fn judge(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
             Outcome::Fail,
             format!(
                 "{s} belongs to a shared rootsd (uid {}), which admits members of group {}, and you are not one",
-                meta.uid(),
-                meta.gid()
+                file.uid,
+                file.gid
             ),
         )
         .fix(format!(
             "ask an administrator to add you to group {} (usermod -aG GROUP YOUR-USER), then log in again; or use a rootsd of your own by unsetting ROOTSD_SOCKET",
-            meta.gid()
+            file.gid
         )),
         Socket::SharedClosedToGroup => Check::new(
             NAME,
             Outcome::Fail,
             format!(
                 "{s} is mode {mode:04o}: members of its group {} cannot connect",
-                meta.gid()
+                file.gid
             ),
         )
         .fix("give the shared socket SocketMode=0660 in its unit (see systemd/system/rootsd.socket)"),
@@ -104,8 +120,8 @@ fn judge(socket: &Path, meta: &fs::Metadata, me: &Me) -> Check {
             Outcome::Ok,
             format!(
                 "{s} is a shared rootsd's socket (uid {}, mode {mode:04o}); you may use it as a member of group {}",
-                meta.uid(),
-                meta.gid()
+                file.uid,
+                file.gid
             ),
         ),
     }
@@ -141,26 +157,60 @@ mod tests {
 
     #[test]
     fn a_shared_socket_needs_membership_of_its_group() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("rootsd.sock");
-        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        chmod(&path, 0o660);
-        let meta = fs::symlink_metadata(&path).unwrap();
-        let member = Me {
-            uid: meta.uid().wrapping_add(1),
-            groups: vec![meta.gid()],
+        let path = Path::new("/run/rootsd/rootsd.sock");
+        const GROUP: u32 = 4242;
+        let socket = |mode| Perms {
+            uid: 0,
+            gid: GROUP,
+            mode,
         };
-        let check = judge(&path, &meta, &member);
+        // As systemd makes /run/rootsd.
+        let system_dir = Some(Perms {
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        });
+        let member = Me {
+            uid: 1000,
+            groups: vec![GROUP],
+        };
+        let check = judge(path, socket(0o660), system_dir, &member);
         assert_eq!(check.outcome, Outcome::Ok, "{check:?}");
         let stranger = Me {
-            uid: meta.uid().wrapping_add(1),
-            groups: vec![meta.gid().wrapping_add(1)],
+            uid: 1000,
+            groups: vec![GROUP + 1],
         };
-        let check = judge(&path, &meta, &stranger);
+        let check = judge(path, socket(0o660), system_dir, &stranger);
         assert_eq!(check.outcome, Outcome::Fail, "{check:?}");
         assert!(check.fix.unwrap().contains("usermod -aG"));
-        chmod(&path, 0o666);
-        let meta = fs::symlink_metadata(&path).unwrap();
-        assert_eq!(judge(&path, &meta, &member).outcome, Outcome::Fail);
+        assert_eq!(
+            judge(path, socket(0o666), system_dir, &member).outcome,
+            Outcome::Fail
+        );
+    }
+
+    #[test]
+    fn another_users_socket_outside_a_system_directory_is_a_strangers() {
+        let path = Path::new("/tmp/rootsd-1000/rootsd.sock");
+        let mallory = 1001;
+        let socket = Perms {
+            uid: mallory,
+            gid: mallory,
+            mode: 0o666,
+        };
+        let victim = Me {
+            uid: 1000,
+            groups: vec![1000, mallory],
+        };
+        for dir in [0o755, 0o1777, 0o777].map(|mode| Perms {
+            uid: mallory,
+            gid: mallory,
+            mode,
+        }) {
+            let check = judge(path, socket, Some(dir), &victim);
+            assert_eq!(check.outcome, Outcome::Fail, "{check:?}");
+            assert!(check.summary.contains("uid 1001"), "{check:?}");
+            assert!(check.summary.contains("refuses to talk"), "{check:?}");
+        }
     }
 }

@@ -6,7 +6,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use rootsd_proto::modes::{self, SocketDir};
-use rootsd_proto::paths::SOCKET_FILE_NAME;
 
 use super::{Check, Me, Outcome, mode_of, perms_of};
 
@@ -40,43 +39,47 @@ pub(super) fn check(socket: &Path, me: &Me) -> Check {
         return Check::new(NAME, Outcome::Fail, format!("{d} is not a directory"))
             .fix("remove it, or choose another path with --socket or ROOTSD_SOCKET");
     }
+    let owner = meta.uid();
     let socket_owner = fs::symlink_metadata(socket).ok().map(|m| m.uid());
-    if meta.uid() != me.uid && socket_owner.is_some_and(|owner| owner != me.uid) {
-        // A shared daemon's socket: the directory is not ours, and must not be. The rules are
-        // its owner's, who runs that daemon.
-        return Check::new(
-            NAME,
-            Outcome::Ok,
-            format!(
-                "{d} belongs to uid {} (mode {mode:04o}): a shared rootsd's directory",
-                meta.uid()
-            ),
-        );
-    }
+    let shared = socket_owner.is_some_and(|o| o != me.uid);
     match modes::socket_dir(perms_of(&meta), me.uid) {
-        SocketDir::SharedSticky => Check::new(
+        SocketDir::WritableByOthers => Check::new(
             NAME,
-            Outcome::Note,
+            Outcome::Fail,
             format!(
-                "the socket sits directly in the shared directory {d} (mode {mode:04o}); rootsd accepts that, but a private directory is safer"
+                "{d} (owner uid {owner}, mode {mode:04o}) can be written by other users: any of them could have put the socket there, or could replace it; rootsd refuses to listen there and rootsctl talks only to a socket served by you, root or a system service"
             ),
         )
-        .fix(format!(
-            "use a socket in a directory of your own, such as {}",
-            dir.join(format!("rootsd-{}", me.uid))
-                .join(SOCKET_FILE_NAME)
-                .display()
-        )),
+        .fix(if owner == me.uid {
+            format!("chmod {:o} {d}", modes::SOCKET_DIR_MODE)
+        } else {
+            "use a socket in a directory only you can write to: unset ROOTSD_SOCKET (and --socket) to use the default, or point it into a directory you own".to_owned()
+        }),
+        SocketDir::Foreign if shared => Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{d} belongs to uid {owner}, neither you (uid {}) nor root: a shared rootsd's socket sits in a directory only root can write to (like /run/rootsd), so this is not one, and uid {owner} could have put any socket there",
+                me.uid
+            ),
+        )
+        .fix("unset ROOTSD_SOCKET (and --socket) to use your own rootsd; if you expected a shared one, ask your administrator where its socket is"),
         SocketDir::Foreign => Check::new(
             NAME,
             Outcome::Fail,
             format!(
-                "{d} belongs to uid {}, not to you (uid {}): rootsd refuses to put its socket there",
-                meta.uid(),
+                "{d} belongs to uid {owner}, not to you (uid {}): rootsd refuses to put its socket there",
                 me.uid
             ),
         )
         .fix("unset ROOTSD_SOCKET (or --socket) to use the default path, or point it into a directory you own"),
+        SocketDir::System => Check::new(
+            NAME,
+            Outcome::Ok,
+            format!(
+                "{d} belongs to root and only root may write to it (mode {mode:04o}): a shared rootsd's directory"
+            ),
+        ),
         // rootsd only warns about it, but only the socket's own mode then keeps others out.
         SocketDir::OpenToOthers => Check::new(
             NAME,

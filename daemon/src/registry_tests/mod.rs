@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 
 use rootsd_proto::wire::{ChangeResult, RemoveTarget, RootsSnapshot, code};
 use rootsd_proto::{Root, WorkspaceName};
-use tokio::sync::broadcast::{self, error::TryRecvError};
+use tokio::sync::watch;
 
 use super::Registry;
 use crate::error::RequestError;
@@ -69,7 +69,7 @@ async fn transcript(ops: &str) -> String {
     let dir = tempfile::tempdir().expect("create a temp dir");
     let mut registry = Registry::new(crate::reconcile::open(dir.path()).expect("open the store"))
         .expect("load the new store");
-    let (_, mut feed) = registry.subscribe_feed().await;
+    let mut feed = Feed::subscribe(&registry).await;
     let mut out = String::new();
     for line in ops.lines().map(str::trim).filter(|l| !l.is_empty()) {
         writeln!(out, "{line}").unwrap();
@@ -97,7 +97,7 @@ async fn transcript(ops: &str) -> String {
                 drop(registry);
                 let opened = crate::reconcile::open(dir.path()).expect("reopen");
                 registry = Registry::new(opened).expect("load the reopened store");
-                feed = registry.subscribe_feed().await.1;
+                feed = Feed::subscribe(&registry).await;
                 let (revision, roots, workspaces) = registry.totals().await;
                 writeln!(
                     out,
@@ -109,7 +109,7 @@ async fn transcript(ops: &str) -> String {
             _ => panic!("unknown operation `{line}`: expected add, remove or reopen"),
         };
         let after = State::of(&registry).await;
-        let published = drain(&mut feed);
+        let published = feed.drain(&registry);
         match &outcome {
             Ok(result) => {
                 assert_eq!(result.workspace.as_str(), workspace, "`{line}`");
@@ -260,14 +260,37 @@ fn parse_items(items: &str) -> impl Iterator<Item = (Option<String>, Option<Stri
         })
 }
 
-fn drain(feed: &mut broadcast::Receiver<std::sync::Arc<RootsSnapshot>>) -> Vec<RootsSnapshot> {
-    let mut published = Vec::new();
-    loop {
-        match feed.try_recv() {
-            Ok(snapshot) => published.push((*snapshot).clone()),
-            Err(TryRecvError::Empty) => return published,
-            Err(other) => panic!("the change feed failed: {other}"),
+/// What a `watch` subscriber sees: woken after changes, it asks what changed since the last
+/// revision it saw.
+struct Feed {
+    after: u64,
+    changes: watch::Receiver<u64>,
+}
+
+impl Feed {
+    async fn subscribe(registry: &Registry) -> Self {
+        let (after, changes) = registry.subscribe_feed().await;
+        Self { after, changes }
+    }
+
+    /// The states published since the last look.
+    fn drain(&mut self, registry: &Registry) -> Vec<RootsSnapshot> {
+        if !self
+            .changes
+            .has_changed()
+            .expect("the registry holds the sender")
+        {
+            return Vec::new();
         }
+        self.changes.borrow_and_update();
+        let published = registry.changed_since(self.after, None);
+        if let Some(last) = published.back() {
+            self.after = last.snapshot.revision;
+        }
+        published
+            .iter()
+            .map(|p| RootsSnapshot::clone(&p.snapshot))
+            .collect()
     }
 }
 

@@ -411,3 +411,24 @@ fn the_daemon_keeps_serving_after_a_client_vanishes_mid_request() {
     assert_eq!(value["roots"], json!(0));
     assert_exit(&crate::support::ctl(&sb, &["list"]), 0, "list");
 }
+
+#[test]
+fn a_start_that_fails_after_binding_removes_its_socket_so_the_next_start_succeeds() {
+    let sb = Sandbox::new();
+    // A directory where rootsd records its socket's identity makes the start fail right after
+    // the socket is bound.
+    let record = sb.state.join("socket.id");
+    std::fs::create_dir_all(&record).unwrap();
+    let output = output_within(&mut sb.rootsd());
+    assert_exit(&output, 1, "rootsd whose socket record cannot be written");
+    let err = stderr_of(&output);
+    assert!(err.contains("record the socket identity"), "{err}");
+    assert!(
+        std::fs::symlink_metadata(&sb.socket).is_err(),
+        "the failed start left its socket behind: {err}"
+    );
+
+    std::fs::remove_dir(&record).unwrap();
+    let daemon = sb.start_daemon();
+    assert_eq!(status(&sb)["pid"], json!(daemon.pid()));
+}

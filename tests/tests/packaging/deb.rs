@@ -282,6 +282,12 @@ fn the_package_installs_upgrades_and_removes_with_dpkg_passing_every_check_and_k
         passwd.lines().any(|l| l.starts_with("rootsd:")),
         "postinst did not create the rootsd user"
     );
+    // And the admin group the shared service's ExecStart= names, without which it cannot start.
+    let group = fs::read_to_string("/etc/group").unwrap();
+    assert!(
+        group.lines().any(|l| l.starts_with("rootsd-admin:")),
+        "postinst did not create the rootsd-admin group"
+    );
     assert_eq!(
         enablement_links(),
         enabled_before,

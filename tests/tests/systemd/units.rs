@@ -109,7 +109,7 @@ fn the_units_carry_the_settings_rootsd_relies_on() {
         ),
         (
             "system/rootsd.service",
-            "ExecStart=/usr/bin/rootsd --allow-group --socket %t/rootsd/rootsd.sock",
+            "ExecStart=/usr/bin/rootsd --allow-group --admin-group rootsd-admin --socket %t/rootsd/rootsd.sock",
         ),
     ] {
         let service = read(file);

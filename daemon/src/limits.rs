@@ -1,0 +1,54 @@
+//! Every bound the daemon keeps on what its peers make it hold or wait for, in one place.
+//!
+//! Together they cap what any set of peers, even of the daemon's own user, can make it hold:
+//! at most [`MAX_CONNECTIONS`] connections; for each, a read buffer of [`READ_BUFFER_FREE`]
+//! bytes plus its share of [`INPUT_BUDGET`] (one budget for every connection's unfinished
+//! lines), and one outgoing line at a time; pushes are coalesced to the newest state of each
+//! workspace and serialised once for every connection that sends them. Time bounds the rest:
+//! nothing a peer starts (a line, a hello, reading a line the daemon writes) may take longer
+//! than the timeouts below, and shutdown never waits on a peer longer than
+//! [`SHUTDOWN_GRACE`]. README.md, docs/PROTOCOL.md and docs/RELIABILITY.md state these numbers;
+//! change them together.
+//!
+//! This module only names numbers; the modules that enforce them say how.
+
+use std::time::Duration;
+
+/// Upper bound on concurrent connections. Each MCP session holds one, so this is sized for
+/// thousands of sessions; past it, new connections wait in the kernel's backlog.
+pub const MAX_CONNECTIONS: usize = 16_384;
+
+/// How long a new connection may take to say hello before it is closed.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a peer may take to finish a line it has started sending. Clients write a request
+/// in one go, so even a 1 MiB line arrives in milliseconds; a peer that stops halfway is gone
+/// or hostile, and must not hold its buffer.
+pub const PARTIAL_LINE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Initial read buffer per connection, in bytes. Most connections are idle sessions that
+/// receive a few lines an hour, so the buffer starts small and grows only for the lines that
+/// need it, and shrinks back after them.
+pub const READ_BUFFER_START: usize = 512;
+
+/// How much of a connection's read buffer is its own. Beyond this, up to the longest line
+/// (`rootsd_proto::wire::MAX_LINE_BYTES`), buffer is charged to [`INPUT_BUDGET`]. Every
+/// request rootsctl and the proxy send in ordinary use fits.
+pub const READ_BUFFER_FREE: usize = 4 * 1024;
+
+/// The budget, shared by all connections, for read buffer beyond [`READ_BUFFER_FREE`]: what
+/// unfinished long lines may hold at once. A connection whose line would exceed it is told so
+/// and closed.
+pub const INPUT_BUDGET: usize = 64 * 1024 * 1024;
+
+/// How long the daemon waits for a peer to take one line it writes (a response or a push).
+/// A peer that stops reading altogether is disconnected after this; pushes are coalesced, so a
+/// peer that merely reads slowly is never this far behind.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a shutdown starts, how long a connection may go on writing a line its peer does not
+/// take. Requests already being served finish; then every connection closes.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the daemon spends telling a refused peer why before it closes the connection.
+pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
