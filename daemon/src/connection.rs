@@ -14,16 +14,16 @@ use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
-    Method, RegisterResult, RegisterSession, RemoveRoots, Request, Response, RootsSnapshot,
-    SessionsResult, Status, StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions,
-    WaitResult, Watch, WatchResult, WorkspacesResult, code,
+    Method, RegisterResult, RegisterSession, RemoveRoots, RootsSnapshot, SessionsResult, Status,
+    StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions, WaitResult, Watch,
+    WatchResult, WorkspacesResult, code,
 };
-use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::committer::Health;
+use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
 use crate::info::{DaemonInfo, Peer};
@@ -78,13 +78,12 @@ pub async fn serve(
             Event::Line(Err(err)) => {
                 let Some(code) = err.code() else { break };
                 tracing::warn!(error = %err, "closing a connection whose input cannot be read");
-                let response =
-                    Response::failure(Value::Null, ErrorObject::new(code, err.to_string()));
-                let _ = write_line(&stream, to_line(&response).as_bytes(), &shutdown).await;
+                let line = failure_line(None, &ErrorObject::new(code, err.to_string()));
+                let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
                 break;
             }
             Event::Line(Ok(line)) => match state.handle_line(&line).await {
-                Some(response) => Outgoing::Owned(to_line(&response)),
+                Some(response) => Outgoing::Owned(response),
                 None => continue,
             },
         };
@@ -214,21 +213,21 @@ struct ConnectionState<'a> {
 }
 
 impl<'a> ConnectionState<'a> {
-    /// Handles one line; returns the response to send, if any (notifications get none).
-    async fn handle_line(&mut self, line: &str) -> Option<Response> {
+    /// Handles one line; returns the response line to send, if any (notifications get none).
+    async fn handle_line(&mut self, line: &str) -> Option<String> {
         if line.trim().is_empty() {
             return None;
         }
-        let request = match parse_request(line) {
+        let request = match envelope::parse_request(line) {
             Ok(request) => request,
-            Err((id, error)) => return Some(Response::failure(id, error.into_object())),
+            Err((id, error)) => return Some(failure_line(id, &error.into_object())),
         };
-        let id = request.id.clone();
+        let id = request.id;
         let method = request.method.clone();
         let outcome = self.dispatch(request).await;
         match (id, outcome) {
-            (Some(id), Ok(result)) => Some(Response::success(id, result)),
-            (Some(id), Err(error)) => Some(Response::failure(id, error.into_object())),
+            (Some(id), Ok(result)) => Some(success_line(id, &result)),
+            (Some(id), Err(error)) => Some(failure_line(Some(id), &error.into_object())),
             (None, Err(error)) => {
                 tracing::debug!(%method, %error, "a notification from a client failed");
                 None
@@ -237,8 +236,9 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
-    async fn dispatch(&mut self, request: Request) -> Result<Value, RequestError> {
-        let Request { method, params, .. } = request;
+    /// Runs one request; the result is its raw JSON.
+    async fn dispatch(&mut self, request: Incoming<'_>) -> Result<String, RequestError> {
+        let Incoming { method, params, .. } = request;
         if !self.greeted && method != Hello::NAME {
             return Err(RequestError::new(
                 code::HELLO_REQUIRED,
@@ -247,7 +247,7 @@ impl<'a> ConnectionState<'a> {
                 ),
             ));
         }
-        match method.as_str() {
+        match method.as_ref() {
             Hello::NAME => self.hello(parse::<Hello>(params)?),
             ListRoots::NAME => {
                 let params = parse::<ListRoots>(params)?;
@@ -331,7 +331,7 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
-    fn hello(&mut self, params: wire::HelloParams) -> Result<Value, RequestError> {
+    fn hello(&mut self, params: wire::HelloParams) -> Result<String, RequestError> {
         if params.protocol_version != wire::PROTOCOL_VERSION {
             return Err(RequestError::new(
                 code::VERSION_MISMATCH,
@@ -452,125 +452,13 @@ impl<'a> ConnectionState<'a> {
     }
 }
 
-/// Checks the JSON-RPC envelope. On failure returns the id to answer with (`null` when the id
-/// itself could not be read) and the error. Public, with [`parse`], for the fuzz target and the
-/// property tests of the decoder.
-pub fn parse_request(line: &str) -> Result<Request, (Value, RequestError)> {
-    let value: Value = serde_json::from_str(line).map_err(|e| {
-        (
-            Value::Null,
-            RequestError::new(
-                code::PARSE_ERROR,
-                format!("the line is not valid JSON ({e}): send one JSON-RPC request per line"),
-            ),
-        )
-    })?;
-    let Value::Object(object) = value else {
-        return Err((
-            Value::Null,
-            RequestError::new(
-                code::INVALID_REQUEST,
-                "expected a JSON-RPC request object; batches and bare values are not supported",
-            ),
-        ));
-    };
-    let id = object.get("id").cloned();
-    let reply_id = match &id {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
-        None => Value::Null,
-        Some(_) => {
-            return Err((
-                Value::Null,
-                RequestError::new(code::INVALID_REQUEST, "\"id\" must be a string or a number"),
-            ));
-        }
-    };
-    let invalid = |message: &str| {
-        (
-            reply_id.clone(),
-            RequestError::new(code::INVALID_REQUEST, message),
-        )
-    };
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(invalid("\"jsonrpc\" must be \"2.0\""));
-    }
-    let Some(method) = object.get("method").and_then(Value::as_str) else {
-        return Err(invalid(
-            "\"method\" must be a string naming the method to call",
-        ));
-    };
-    Ok(Request {
-        jsonrpc: "2.0".to_owned(),
-        id,
-        method: method.to_owned(),
-        params: object.get("params").cloned().unwrap_or(Value::Null),
-    })
+/// A request's params read as method `M`'s.
+fn parse<M: Method>(
+    params: Option<&serde_json::value::RawValue>,
+) -> Result<M::Params, RequestError> {
+    envelope::params::<M>(params)
 }
 
-/// A request's params read as method `M`'s; an absent or `null` params is an empty object.
-pub fn parse<M: Method>(params: Value) -> Result<M::Params, RequestError> {
-    let params = if params.is_null() {
-        Value::Object(Default::default())
-    } else {
-        params
-    };
-    serde_json::from_value(params).map_err(|e| {
-        RequestError::new(
-            code::INVALID_PARAMS,
-            format!("invalid params for {}: {e} (see docs/PROTOCOL.md)", M::NAME),
-        )
-    })
-}
-
-fn reply<M: Method>(result: M::Result) -> Result<Value, RequestError> {
-    Ok(serde_json::to_value(result).expect("wire results always serialise"))
-}
-
-/// `message` as one line, newline included.
-fn to_line<T: serde::Serialize>(message: &T) -> String {
-    let mut line = serde_json::to_string(message).expect("wire messages always serialise");
-    line.push('\n');
-    line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn error_of(line: &str) -> (Value, i64) {
-        let (id, err) = parse_request(line).unwrap_err();
-        (id, err.code)
-    }
-
-    #[test]
-    fn envelope_errors_name_what_is_wrong() {
-        assert_eq!(error_of("{"), (Value::Null, code::PARSE_ERROR));
-        assert_eq!(error_of("[1]"), (Value::Null, code::INVALID_REQUEST));
-        assert_eq!(
-            error_of(r#"{"id":{}}"#),
-            (Value::Null, code::INVALID_REQUEST)
-        );
-        assert_eq!(
-            error_of(r#"{"jsonrpc":"1.0","id":4,"method":"x"}"#),
-            (Value::from(4), code::INVALID_REQUEST)
-        );
-        assert_eq!(
-            error_of(r#"{"jsonrpc":"2.0","id":"a","method":5}"#),
-            (Value::from("a"), code::INVALID_REQUEST)
-        );
-    }
-
-    #[test]
-    fn well_formed_requests_parse() {
-        let r = parse_request(r#"{"jsonrpc":"2.0","id":1,"method":"status"}"#).unwrap();
-        assert_eq!(r.method, "status");
-        assert!(r.params.is_null());
-    }
-
-    #[test]
-    fn wrong_param_types_are_invalid_params() {
-        let err = parse::<AddRoots>(serde_json::json!({"roots": 5})).unwrap_err();
-        assert_eq!(err.code, code::INVALID_PARAMS);
-        assert!(err.message.contains("roots.add"), "{}", err.message);
-    }
+fn reply<M: Method>(result: M::Result) -> Result<String, RequestError> {
+    Ok(serde_json::to_string(&result).expect("wire results always serialise"))
 }

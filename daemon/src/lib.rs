@@ -24,6 +24,7 @@
 pub mod args;
 pub mod committer;
 pub mod connection;
+pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod groups;

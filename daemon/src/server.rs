@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
-use rootsd_proto::wire::{ErrorObject, Response, code};
-use serde_json::Value;
+use rootsd_proto::wire::{ErrorObject, code};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -210,9 +209,7 @@ fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
 /// Tells a refused peer why in one error line, reads what it sent meanwhile (so that it sees
 /// the connection end, not a reset), and closes; all within [`REFUSAL_TIMEOUT`].
 async fn refuse(stream: Stream, message: String) {
-    let response = Response::failure(Value::Null, ErrorObject::new(code::NOT_ADMITTED, message));
-    let mut line = serde_json::to_string(&response).expect("wire messages always serialise");
-    line.push('\n');
+    let line = crate::envelope::failure_line(None, &ErrorObject::new(code::NOT_ADMITTED, message));
     let _ = tokio::time::timeout(REFUSAL_TIMEOUT, async {
         let mut stream = &stream;
         if stream.write_all(line.as_bytes()).await.is_err() {

@@ -1,5 +1,5 @@
 //! The daemon's control-protocol decoder on arbitrary bytes: framed into lines by the same
-//! codec and limit a connection uses, then each line through `connection::parse_request` and
+//! codec and limit a connection uses, then each line through `envelope::parse_request` and
 //! the params of the method it names, with the checks of `daemon/tests/decoder/check.rs`
 //! (never a panic; an error with the documented code; every answer one line of JSON).
 

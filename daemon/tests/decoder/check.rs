@@ -1,15 +1,16 @@
 //! The control protocol's decoder as a connection runs it on each line: the envelope
-//! ([`parse_request`]), then the params of the method it names ([`parse`]), and the rules every
+//! ([`parse_request`]), then the params of the method it names ([`params`]), and the rules every
 //! answer keeps. Shared by the property tests (`daemon/tests/decoder.rs`) and the fuzz target
 //! `control_request` (fuzz/), which includes this file.
 
-use rootsd::connection::{parse, parse_request};
+use rootsd::envelope::{failure_line, params, parse_request};
 use rootsd::error::RequestError;
 use rootsd_proto::wire::{
     AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, RegisterSession, RemoveRoots,
-    Response, Status, UpdateSession, WaitForSessions, Watch, code,
+    Status, UpdateSession, WaitForSessions, Watch, code,
 };
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// What the daemon makes of one line.
 #[derive(Debug, PartialEq)]
@@ -40,22 +41,23 @@ pub fn decode(line: &str) -> Decoded {
                 "an envelope error has code {}: {line:?}",
                 error.code
             );
-            if !id.is_null() {
-                let sent: Value = serde_json::from_str(line).expect("an id was read, so JSON");
-                assert_eq!(sent.get("id"), Some(&id), "the id echoed is the one sent");
+            if let Some(id) = id {
+                echoed_exactly(line, id);
             }
             let code = error.code;
             answer(id, error);
             return Decoded::Refused(code);
         }
     };
-    assert_eq!(request.jsonrpc, "2.0");
-    assert!(
-        matches!(request.id, None | Some(Value::String(_) | Value::Number(_))),
-        "a request's id is absent, a string or a number: {:?}",
-        request.id
-    );
-    let Some((name, outcome)) = typed(&request.method, request.params.clone()) else {
+    if let Some(id) = request.id {
+        let value: Value = serde_json::from_str(id.get()).expect("an id is JSON");
+        assert!(
+            value.is_string() || value.is_number(),
+            "a request's id is absent, a string or a number: {id}"
+        );
+        echoed_exactly(line, id);
+    }
+    let Some((name, outcome)) = typed(&request.method, request.params) else {
         return Decoded::Unknown;
     };
     match outcome {
@@ -68,7 +70,7 @@ pub fn decode(line: &str) -> Decoded {
                 error.message
             );
             assert!(error.message.contains(name), "{}", error.message);
-            answer(request.id.unwrap_or(Value::Null), error);
+            answer(request.id, error);
             Decoded::BadParams(name)
         }
     }
@@ -76,10 +78,11 @@ pub fn decode(line: &str) -> Decoded {
 
 /// The params of `method` read as its type, as the daemon's dispatch reads them; `None` for a
 /// method it does not know.
-fn typed(method: &str, params: Value) -> Option<(&'static str, Result<(), RequestError>)> {
-    fn read<M: Method>(params: Value) -> Option<(&'static str, Result<(), RequestError>)> {
-        Some((M::NAME, parse::<M>(params).map(drop)))
+fn typed(method: &str, raw: Option<&RawValue>) -> Option<(&'static str, Result<(), RequestError>)> {
+    fn read<M: Method>(raw: Option<&RawValue>) -> Option<(&'static str, Result<(), RequestError>)> {
+        Some((M::NAME, params::<M>(raw).map(drop)))
     }
+    let params = raw;
     match method {
         Hello::NAME => read::<Hello>(params),
         ListRoots::NAME => read::<ListRoots>(params),
@@ -96,12 +99,27 @@ fn typed(method: &str, params: Value) -> Option<(&'static str, Result<(), Reques
     }
 }
 
+/// The id echoed is the one sent, byte for byte: the text of the line's `id` member.
+fn echoed_exactly(line: &str, id: &RawValue) {
+    let sent: Value = serde_json::from_str(line).expect("an id was read, so JSON");
+    let spelt: Value = serde_json::from_str(id.get()).expect("an id is JSON");
+    assert_eq!(
+        sent.get("id"),
+        Some(&spelt),
+        "the id echoed is the one sent"
+    );
+    assert!(
+        line.contains(id.get()),
+        "the id is a piece of the line: {id}"
+    );
+}
+
 /// The error response the daemon would send: one line of JSON-RPC.
-fn answer(id: Value, error: RequestError) {
-    let line = serde_json::to_string(&Response::failure(id, error.into_object()))
-        .expect("responses serialise");
+fn answer(id: Option<&RawValue>, error: RequestError) {
+    let line = failure_line(id, &error.into_object());
+    let line = line.strip_suffix('\n').expect("a response ends its line");
     assert!(!line.contains('\n'), "a response holds a newline: {line}");
-    let back: Value = serde_json::from_str(&line).expect("a response is JSON");
+    let back: Value = serde_json::from_str(line).expect("a response is JSON");
     assert_eq!(back["jsonrpc"], "2.0");
     assert!(back["error"]["code"].is_i64() && back["error"]["message"].is_string());
 }

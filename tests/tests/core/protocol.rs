@@ -282,3 +282,27 @@ fn rootsctl_explains_a_daemon_that_refuses_its_protocol_version() {
         "{stderr}"
     );
 }
+
+#[test]
+fn ids_come_back_exactly_as_spelt() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let mut client = sb.connect();
+    // Numbers no f64 holds exactly, or at all, and strings with escapes: a client matches its
+    // answers by the id it sent, so the id must come back as the same text.
+    for id in [
+        "123456789012345678901234567890",
+        "1e400",
+        "1.50",
+        r#""caf\u00e9""#,
+    ] {
+        client.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"status","params":{{}}}}"#
+        ));
+        let line = client.read_line().expect("an answer");
+        assert!(
+            line.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#)),
+            "{line}"
+        );
+    }
+}
