@@ -103,25 +103,27 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     // in `rootsctl sessions`, so a server asking hundreds of times a second costs the daemon one
     // report a second rather than hundreds.
     let mut fetch_report_at: Option<Instant> = None;
+    // One timer for every deadline, reset only when the earliest one moves: a timer made anew
+    // on each turn of the loop cost more than relaying the line that turned it.
+    let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
 
     while server_open || exited.is_none() {
         let relay_deadline = relay.next_deadline();
         let escalate_at = escalation.map(|(at, _)| at).filter(|_| exited.is_none());
         let output_at = output_deadline.filter(|_| server_open);
+        let wake_at = [relay_deadline, escalate_at, fetch_report_at, output_at]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(at) = wake_at.map(tokio::time::Instant::from_std)
+            && timer.deadline() != at
+        {
+            timer.as_mut().reset(at);
+        }
+        // Biased: the streams first, in the order a busy session needs them, so that a turn
+        // with a line to relay polls nothing else.
         tokio::select! {
-            line = host_lines.next_line(), if host_open && !to_server.is_full() => match line {
-                Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
-                Ok(Some(Line::TooLong(prefix))) => {
-                    eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
-                    relay.line_too_long(Side::Host, &prefix, MAX_LINE_BYTES);
-                }
-                Ok(None) | Err(_) => {
-                    // MCP's stdio shutdown: close the server's stdin, then escalate if it lingers.
-                    host_open = false;
-                    to_server.close();
-                    escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
-                }
-            },
+            biased;
             line = server_lines.next_line(), if server_open && !to_host.is_full() => match line {
                 Ok(Some(Line::Complete(line))) => relay.from_server(line, Instant::now()),
                 Ok(Some(Line::TooLong(prefix))) => {
@@ -137,12 +139,21 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     }
                 }
             },
-            () = to_server.drain() => {}
+            line = host_lines.next_line(), if host_open && !to_server.is_full() => match line {
+                Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
+                Ok(Some(Line::TooLong(prefix))) => {
+                    eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
+                    relay.line_too_long(Side::Host, &prefix, MAX_LINE_BYTES);
+                }
+                Ok(None) | Err(_) => {
+                    // MCP's stdio shutdown: close the server's stdin, then escalate if it lingers.
+                    host_open = false;
+                    to_server.close();
+                    escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
+                }
+            },
             () = to_host.drain() => {}
-            status = server.wait(), if exited.is_none() => {
-                exited = Some(status?);
-                output_deadline = Some(Instant::now() + OUTPUT_GRACE);
-            }
+            () = to_server.drain() => {}
             changed = roots.changed(), if roots_open => match changed {
                 Ok(()) => {
                     let snapshot = roots.borrow_and_update().clone();
@@ -152,7 +163,38 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 }
                 Err(_) => roots_open = false,
             },
-            () = sleep_until(relay_deadline), if relay_deadline.is_some() => relay.tick(Instant::now()),
+            () = &mut timer, if wake_at.is_some() => {
+                let now = Instant::now();
+                if relay_deadline.is_some_and(|at| at <= now) {
+                    relay.tick(now);
+                }
+                if fetch_report_at.is_some_and(|at| at <= now) {
+                    fetch_report_at = None;
+                    states.send_replace(relay.state().clone());
+                }
+                if let Some((_, step)) = escalation.filter(|_| escalate_at.is_some_and(|at| at <= now)) {
+                    match step {
+                        Escalation::Term => {
+                            eprintln!("rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM");
+                            server.signal(SIGTERM);
+                            escalation = Some((now + TERM_GRACE, Escalation::Kill));
+                        }
+                        Escalation::Kill => {
+                            eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
+                            let _ = server.child.start_kill();
+                            escalation = None;
+                        }
+                    }
+                }
+                if output_at.is_some_and(|at| at <= now) {
+                    eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
+                    server_open = false;
+                }
+            }
+            status = server.wait(), if exited.is_none() => {
+                exited = Some(status?);
+                output_deadline = Some(Instant::now() + OUTPUT_GRACE);
+            }
             Some(signal) = signals.next() => {
                 server.signal(signal);
                 if signal != SIGHUP {
@@ -160,29 +202,6 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     // killed after the same grace.
                     escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
                 }
-            }
-            () = sleep_until(escalate_at), if escalate_at.is_some() => {
-                let Some((_, step)) = escalation else { continue };
-                match step {
-                    Escalation::Term => {
-                        eprintln!("rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM");
-                        server.signal(SIGTERM);
-                        escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
-                    }
-                    Escalation::Kill => {
-                        eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
-                        let _ = server.child.start_kill();
-                        escalation = None;
-                    }
-                }
-            }
-            () = sleep_until(fetch_report_at), if fetch_report_at.is_some() => {
-                fetch_report_at = None;
-                states.send_replace(relay.state().clone());
-            }
-            () = sleep_until(output_at), if output_at.is_some() => {
-                eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
-                server_open = false;
             }
         }
         for output in relay.take_output() {
@@ -206,11 +225,4 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     Ok(ServerExit::of(
         exited.expect("the loop ends only once the server exited"),
     ))
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
-        None => std::future::pending().await,
-    }
 }
