@@ -9,7 +9,7 @@ use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rootsd_tests::{Sandbox, bin, output_within};
+use rootsd_tests::{Sandbox, bin, output_within, setpriv};
 use serde_json::json;
 
 use crate::support::{activate, assert_exit, socket_activate, text};
@@ -67,15 +67,6 @@ fn status_as_agent(rootsctl: &Path, socket: &Path, gid: u32, groups: &[u32]) -> 
             .arg(socket)
             .env_clear(),
     )
-}
-
-/// util-linux's setpriv, which runs a command as another user with chosen groups.
-fn setpriv() -> PathBuf {
-    ["/usr/bin/setpriv", "/bin/setpriv"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .expect("setpriv is missing: install it with `apt-get install util-linux`")
 }
 
 /// Prepares the sandbox as the system units would: a directory others may enter, and a socket
