@@ -61,8 +61,7 @@ pub enum Command {
     /// Remove roots, named by path, file:// URI or name; if any is unknown, nothing is removed
     #[command(visible_alias = "rm")]
     Remove(RemoveArgs),
-    /// List the roots of a workspace, marking those whose directory is gone (--json prints
-    /// MCP's ListRootsResult)
+    /// List roots, marking those whose directory is gone (--json prints MCP's ListRootsResult)
     ///
     /// Each root's directory is looked at as you would reach it: missing (deleted, renamed, or
     /// not mounted), not a directory, unreadable (you may not list or enter it), or unknown (its

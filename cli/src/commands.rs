@@ -171,6 +171,7 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
                 .await?,
         );
     }
+    // Done with the daemon before looking at the directories, which may take seconds.
     drop(client);
     if args.json.json && !args.long {
         // Exactly what the daemon holds, in MCP's shapes; nothing is looked at on disk.
