@@ -182,8 +182,15 @@ pub fn look(path: &Path) -> Observation {
 /// `access` with the effective ids (`AT_EACCESS`): a process running as root without the
 /// capabilities that override permission bits is refused, as it would be when opening.
 fn allowed(path: &Path, access: rustix::fs::Access) -> io::Result<()> {
-    rustix::fs::accessat(rustix::fs::CWD, path, access, rustix::fs::AtFlags::EACCESS)
-        .map_err(io::Error::from)
+    use rustix::fs::{AtFlags, CWD};
+    match rustix::fs::accessat(CWD, path, access, AtFlags::EACCESS) {
+        // `access` refuses with EACCES, never EPERM; EPERM is a container's syscall filter that
+        // predates `faccessat2` refusing the call itself. Plain `access` judges with the real
+        // ids, which for rootsctl (never set-uid) are the effective ones.
+        Err(rustix::io::Errno::PERM) => rustix::fs::access(path, access),
+        answer => answer,
+    }
+    .map_err(io::Error::from)
 }
 
 /// Judges one look.
