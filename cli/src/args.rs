@@ -83,11 +83,12 @@ pub enum Command {
     /// Put this in front of the server command in any host's configuration. The server is told
     /// the workspace's roots and hears about every change; everything else passes untouched.
     Proxy(ProxyArgs),
-    /// Check the socket, the daemon, the state directory and the systemd units, and explain
-    /// how to fix each problem
+    /// Check the socket, the daemon, the state directory, the systemd units and the roots, and
+    /// explain how to fix each problem
     ///
-    /// Exits 0 when all is well and 1 when any check fails. It only looks: it never starts
-    /// rootsd, changes a permission, or opens the database.
+    /// Exits 0 when all is well and 1 when any check fails; notes (a root whose directory is
+    /// gone, say) do not fail. It only looks: it never starts rootsd, changes a permission, or
+    /// opens the database.
     Doctor(JsonArg),
     /// Print a shell completion script
     Completions {
