@@ -82,7 +82,13 @@ pub enum Command {
     /// Remove roots, named by path, file:// URI or name; if any is unknown, nothing is removed
     #[command(visible_alias = "rm")]
     Remove(RemoveArgs),
-    /// List the roots of a workspace (--json prints MCP's ListRootsResult)
+    /// List roots, marking those whose directory is gone (--json prints MCP's ListRootsResult)
+    ///
+    /// Each root's directory is looked at as you would reach it: missing (deleted, renamed, or
+    /// not mounted), not a directory, unreadable (you may not list or enter it), or unknown (its
+    /// filesystem did not answer within 2 seconds). Such roots stay in the workspace, and
+    /// servers are still given them: they check for themselves. `--json` prints exactly MCP's
+    /// ListRootsResult; `--long --json` adds a `gone` object to each root that is gone.
     #[command(visible_alias = "ls")]
     List(ListArgs),
     /// List workspaces with their root and session counts
@@ -98,11 +104,12 @@ pub enum Command {
     /// Put this in front of the server command in any host's configuration. The server is told
     /// the workspace's roots and hears about every change; everything else passes untouched.
     Proxy(ProxyArgs),
-    /// Check the socket, the daemon, the state directory and the systemd units, and explain
-    /// how to fix each problem
+    /// Check the socket, the daemon, the state directory, the systemd units and the roots, and
+    /// explain how to fix each problem
     ///
-    /// Exits 0 when all is well and 1 when any check fails. It only looks: it never starts
-    /// rootsd, changes a permission, or opens the database.
+    /// Exits 0 when all is well and 1 when any check fails; notes (a root whose directory is
+    /// gone, say) do not fail. It only looks: it never starts rootsd, changes a permission, or
+    /// opens the database.
     Doctor(JsonArg),
     /// Print a shell completion script
     Completions {
@@ -196,6 +203,10 @@ pub struct ListArgs {
     /// List every workspace
     #[arg(long)]
     pub all: bool,
+    /// With --json, add what rootsctl knows about each root beyond MCP's uri and name: `gone`
+    /// when its directory is missing, not a directory, unreadable or not answering
+    #[arg(long, short = 'l')]
+    pub long: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }

@@ -17,6 +17,7 @@ use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs, refuse_blan
 use crate::autostart::Target;
 use crate::errors::{UsageError, WaitTimeout};
 use crate::output::{self, describe, display_name, display_path, escape, table};
+use crate::presence::{self, Gone, Presence};
 use crate::resolve::{remove_target, resolve_root};
 
 pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
@@ -170,7 +171,10 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
                 .await?,
         );
     }
-    if args.json.json {
+    // Done with the daemon before looking at the directories, which may take seconds.
+    drop(client);
+    if args.json.json && !args.long {
+        // Exactly what the daemon holds, in MCP's shapes; nothing is looked at on disk.
         if args.all {
             let workspaces: Vec<_> = snapshots
                 .iter()
@@ -181,25 +185,104 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
         let only = snapshots.pop().expect("one workspace was listed");
         return Ok(output::json(out, &ListRootsResult { roots: only.roots })?);
     }
+    let found = look_at_roots(&snapshots);
+    if args.json.json {
+        // Written from structs, not `json!`, so that each root keeps MCP's key order.
+        let mut lists = snapshots
+            .iter()
+            .zip(&found)
+            .map(|(snapshot, found)| LongList {
+                name: args.all.then_some(&snapshot.workspace),
+                revision: args.all.then_some(snapshot.revision),
+                roots: LongRoot::all(snapshot, found),
+            });
+        if args.all {
+            let workspaces: Vec<LongList<'_>> = lists.collect();
+            return Ok(output::json(out, &LongWorkspaces { workspaces })?);
+        }
+        let only = lists.next().expect("one workspace was listed");
+        return Ok(output::json(out, &only)?);
+    }
     if snapshots.is_empty() {
         writeln!(
             out,
             "no workspaces yet (add a root with `rootsctl add PATH`)"
         )?;
     }
-    for (index, snapshot) in snapshots.iter().enumerate() {
+    for (index, (snapshot, found)) in snapshots.iter().zip(&found).enumerate() {
         if args.all {
             if index > 0 {
                 writeln!(out)?;
             }
             writeln!(out, "{}:", snapshot.workspace)?;
         }
-        print_roots(out, snapshot)?;
+        print_roots(out, snapshot, found)?;
     }
     Ok(())
 }
 
-fn print_roots(out: &mut impl Write, snapshot: &RootsSnapshot) -> anyhow::Result<()> {
+/// `rootsctl list --all --long --json`: `{"workspaces":[…]}`, as without `--long`.
+#[derive(serde::Serialize)]
+struct LongWorkspaces<'a> {
+    workspaces: Vec<LongList<'a>>,
+}
+
+/// One workspace's roots as `rootsctl list --long --json` prints them: `{"roots":[…]}`, a
+/// `ListRootsResult` whose roots say more; with `--all`, also the workspace's `name` and
+/// `revision` first, as without `--long`.
+#[derive(serde::Serialize)]
+struct LongList<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a WorkspaceName>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<u64>,
+    roots: Vec<LongRoot<'a>>,
+}
+
+/// A root as `rootsctl list --long --json` prints it: MCP's `Root` (so that any reader of a
+/// `ListRootsResult` still reads it), then what rootsctl found out about it, each field absent
+/// when there is nothing to say.
+#[derive(serde::Serialize)]
+struct LongRoot<'a> {
+    #[serde(flatten)]
+    root: &'a Root,
+    /// Why its directory is not there for servers; absent when it is (or was not looked at:
+    /// not a local file:// URI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gone: Option<&'a Gone>,
+}
+
+impl<'a> LongRoot<'a> {
+    /// The roots of `snapshot`, each with what was `found` about it.
+    fn all(snapshot: &'a RootsSnapshot, found: &'a [Presence]) -> Vec<Self> {
+        snapshot
+            .roots
+            .iter()
+            .zip(found)
+            .map(|(root, presence)| Self {
+                root,
+                gone: presence.gone(),
+            })
+            .collect()
+    }
+}
+
+/// Whether each root's directory is there, per workspace, in the snapshots' order. All are
+/// looked at together, so one time limit bounds the whole list.
+fn look_at_roots(snapshots: &[RootsSnapshot]) -> Vec<Vec<Presence>> {
+    let roots: Vec<&Root> = snapshots.iter().flat_map(|s| &s.roots).collect();
+    let mut found = presence::check(&roots).into_iter();
+    snapshots
+        .iter()
+        .map(|s| found.by_ref().take(s.roots.len()).collect())
+        .collect()
+}
+
+fn print_roots(
+    out: &mut impl Write,
+    snapshot: &RootsSnapshot,
+    found: &[Presence],
+) -> anyhow::Result<()> {
     if snapshot.roots.is_empty() {
         writeln!(
             out,
@@ -208,12 +291,15 @@ fn print_roots(out: &mut impl Write, snapshot: &RootsSnapshot) -> anyhow::Result
         )?;
         return Ok(());
     }
-    let mut rows = vec![vec!["NAME".to_owned(), "PATH".to_owned()]];
+    let mut rows = vec![vec![
+        "NAME".to_owned(),
+        "PATH".to_owned(),
+        "STATUS".to_owned(),
+    ]];
     rows.extend(
-        snapshot
-            .roots
-            .iter()
-            .map(|root| vec![display_name(root), display_path(root)]),
+        snapshot.roots.iter().zip(found).map(|(root, presence)| {
+            vec![display_name(root), display_path(root), presence.status()]
+        }),
     );
     Ok(table(out, &rows)?)
 }

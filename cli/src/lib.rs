@@ -7,6 +7,7 @@
 //! - [`commands`]: one function per subcommand.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
+//! - [`presence`]: whether each root's directory is there (missing, not a directory, unreadable).
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
 //! - [`errors`]: every error rootsctl reports, and the one map from an error to its documented
 //!   exit status.
@@ -21,5 +22,6 @@ pub mod doctor;
 pub mod errors;
 pub mod locate;
 pub mod output;
+pub mod presence;
 pub mod proxy;
 pub mod resolve;

@@ -68,8 +68,10 @@ pub fn resolve_root(
 /// What `remove` sends for one argument: the URI it could mean, and the name it could be.
 ///
 /// A URI argument is only a URI. A path argument is resolved like `add` resolves it, without
-/// requiring it to exist (a root may have been deleted from disk), and is also offered as a name
-/// so `rootsctl remove app` removes the root named `app`.
+/// requiring it to be a directory this user can reach: a root's directory may have been
+/// deleted, replaced by a file, or locked away (`rootsctl list` shows such roots as gone), and
+/// the root must still be removable by the path it shows. It is also offered as a name, so
+/// `rootsctl remove app` removes the root named `app`.
 ///
 /// An argument that is not UTF-8 can only be a path: root names are UTF-8, and so is every URI.
 pub fn remove_target(input: &OsStr, cwd: &Path) -> Result<RemoveTarget, ResolveError> {
@@ -85,7 +87,13 @@ pub fn remove_target(input: &OsStr, cwd: &Path) -> Result<RemoveTarget, ResolveE
             name: None,
         });
     }
-    let uri = resolve_root(input, cwd, true).ok().map(|r| r.uri);
+    let uri = match resolve_root(input, cwd, true) {
+        Ok(resolved) => Some(resolved.uri),
+        // Not a directory, or not reachable: resolved as far as it exists, as a missing path is.
+        Err(_) => to_path(input, cwd)
+            .ok()
+            .and_then(|path| root::uri_from_path(&resolve_missing(&path)).ok()),
+    };
     Ok(RemoveTarget {
         input: input_text(input),
         uri,
@@ -245,6 +253,24 @@ mod tests {
         let target = remove_target("file:///srv/x/".as_ref(), Path::new("/")).unwrap();
         assert_eq!(target.uri.as_deref(), Some("file:///srv/x"));
         assert_eq!(target.name, None);
+    }
+
+    #[test]
+    fn a_root_whose_directory_became_a_file_or_vanished_is_removable_by_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::write(base.join("was-a-dir"), "x").unwrap();
+        for (input, path) in [
+            ("was-a-dir", base.join("was-a-dir")),
+            ("gone/deeper", base.join("gone/deeper")),
+        ] {
+            let target = remove_target(input.as_ref(), dir.path()).unwrap();
+            assert_eq!(
+                target.uri,
+                Some(root::uri_from_path(&path).unwrap()),
+                "{input}"
+            );
+        }
     }
 
     #[test]

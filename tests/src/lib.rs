@@ -251,6 +251,36 @@ pub fn output_within(cmd: &mut Command) -> Output {
     }
 }
 
+pub use accounts::setpriv;
+
+/// `cmd` as a process that permission bits stop, for tests of what a user cannot read.
+///
+/// The suite may run as root (CI does), whom permission bits stop only without the capabilities
+/// that override them. So as root, `cmd` (its program, arguments, environment changes and
+/// directory) runs through [`setpriv`] with every capability dropped, for it and everything it
+/// starts, while staying uid 0, so that the daemon still admits it. Otherwise it is returned as
+/// it is. Set its stdio afterwards: that cannot be copied.
+pub fn without_privilege(cmd: Command) -> Command {
+    if !rustix::process::geteuid().is_root() {
+        return cmd;
+    }
+    let mut wrapped = Command::new(setpriv());
+    wrapped
+        .args(["--bounding-set=-all", "--inh-caps=-all", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
 /// Everything a process wrote to stdout, as text.
 pub fn stdout_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

@@ -23,6 +23,8 @@ mod eras;
 mod everything;
 #[path = "proxy/fake.rs"]
 mod fake;
+#[path = "proxy/gone.rs"]
+mod gone;
 #[path = "proxy/interop.rs"]
 mod interop;
 #[path = "proxy/lifecycle.rs"]

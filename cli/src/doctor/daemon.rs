@@ -13,7 +13,7 @@ use crate::client::Client;
 use crate::errors::ClientError;
 
 /// How long a daemon may take to answer before doctor calls it stuck.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) struct DaemonFindings {
     pub check: Check,

@@ -7,10 +7,11 @@
 //!
 //! This module runs the checks and prints the report; each check is its own module:
 //! `locate` (which socket, and why), `socket_dir`, `socket`, `daemon`, `state_dir`, `systemd`,
-//! `store` and `sessions`.
+//! `store`, `sessions` and `roots`.
 
 mod daemon;
 mod locate;
+mod roots;
 mod sessions;
 mod socket;
 mod socket_dir;
@@ -147,6 +148,7 @@ pub async fn diagnose(
     checks.push(systemd::check(systemd, socket, env));
     checks.push(store::check(daemon.status.as_ref()));
     checks.push(sessions::check(daemon.status.as_ref()));
+    checks.extend(roots::check(socket, client_name, daemon.status.is_some()).await);
     Report {
         ok: checks.iter().all(|c| c.outcome != Outcome::Fail),
         socket: socket.to_owned(),

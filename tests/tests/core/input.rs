@@ -123,9 +123,14 @@ fn a_directory_whose_name_is_not_utf8_is_added_listed_and_removed() {
         "the URI percent-encodes the bytes; the name is the nearest UTF-8"
     );
     let listed = sb.ctl_ok(&["list"]);
+    let shown = format!("{parent}/caf\\xe9-\\xff");
     assert_eq!(
         listed,
-        format!("NAME    PATH\ncaf\u{fffd}-\u{fffd}  {parent}/caf\\xe9-\\xff\n")
+        format!(
+            "NAME    {:<width$}  STATUS\ncaf\u{fffd}-\u{fffd}  {shown}  ok\n",
+            "PATH",
+            width = shown.len()
+        )
     );
 
     let removed = output_within(sb.rootsctl().arg("remove").arg(&dir));
@@ -172,7 +177,8 @@ fn control_characters_in_names_are_escaped_in_every_human_readable_output() {
     assert_no_controls(&listed, "list");
     assert_eq!(listed.lines().count(), 1 + HOSTILE.len(), "{listed}");
     for (line, shown) in listed.lines().skip(1).zip(SHOWN) {
-        assert!(line.ends_with(&format!("  {parent}/{shown}")), "{line:?}");
+        assert!(line.contains(&format!("  {parent}/{shown}  ")), "{line:?}");
+        assert!(line.ends_with("  ok"), "the STATUS column: {line:?}");
         assert!(line.starts_with(shown), "the NAME column too: {line:?}");
     }
     let listed = sb.ctl_ok(&["list", "--all"]);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rootsd_tests::accounts::{Account, account, dir_of, require_root, share_binary};
-use rootsd_tests::{Reaped, Sandbox, answers, bin, eventually, output_within};
+use rootsd_tests::{Reaped, Sandbox, answers, bin, eventually, output_within, setpriv};
 use serde_json::json;
 
 use crate::support::{Watched, activate, assert_exit, socket_activate, systemd_tool, text};
@@ -69,15 +69,6 @@ fn status_as_agent(rootsctl: &Path, socket: &Path, gid: u32, groups: &[u32]) -> 
             .arg(socket)
             .env_clear(),
     )
-}
-
-/// util-linux's setpriv, which runs a command as another user with chosen groups.
-fn setpriv() -> PathBuf {
-    ["/usr/bin/setpriv", "/bin/setpriv"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .expect("setpriv is missing: install it with `apt-get install util-linux`")
 }
 
 /// Prepares the sandbox as the system units would: a directory others may enter, and a socket
@@ -158,7 +149,7 @@ fn shared_service(sb: &Sandbox) -> Watched {
     cmd.arg("-l")
         .arg(&sb.socket)
         .args(["-E", "RUST_LOG=info"])
-        .arg(rootsd_tests::accounts::setpriv())
+        .arg(setpriv())
         .arg(format!("--reuid={}", service.uid))
         .arg(format!("--regid={}", service.gid))
         .arg("--init-groups")

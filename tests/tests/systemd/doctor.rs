@@ -57,7 +57,14 @@ fn doctor_passes_against_a_healthy_daemon() {
     assert_exit(&output, 0, "doctor --json against a healthy daemon");
     assert_eq!(report["ok"], json!(true), "{report}");
     assert_eq!(report["socket"], json!(sb.socket.to_str().unwrap()));
-    for name in ["socket dir", "socket", "daemon", "state dir", "sessions"] {
+    for name in [
+        "socket dir",
+        "socket",
+        "daemon",
+        "state dir",
+        "sessions",
+        "roots",
+    ] {
         assert_eq!(check(&report, name)["outcome"], json!("ok"), "{report}");
     }
     let state = check(&report, "state dir")["summary"].as_str().unwrap();
