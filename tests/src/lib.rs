@@ -86,6 +86,17 @@ pub struct Sandbox {
     pub state: PathBuf,
 }
 
+/// However a test ends, no daemon of its sandbox outlives it: one still holding the state
+/// directory's lock (autostarted by a command, or started by the test but dropped after the
+/// sandbox) is killed as [`AutostartGuard`] would.
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        drop(AutostartGuard {
+            state: self.state.clone(),
+        });
+    }
+}
+
 impl Default for Sandbox {
     fn default() -> Self {
         Self::new()
