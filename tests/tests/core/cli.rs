@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     AutostartGuard, Reaped, assert_exit, ctl, ctl_json, lines_of, plain_uri, run_into_closed_pipe,
-    status, stderr_of, stdout_of, uris,
+    spawn_watch, status, stderr_of, stdout_of, uris,
 };
 
 #[test]
@@ -289,16 +289,7 @@ fn watch_workspace_reports_only_that_workspace() {
 fn watch_prints_a_readable_line_per_change() {
     let sb = Sandbox::new();
     let _daemon = sb.start_daemon();
-    let mut child = sb
-        .rootsctl()
-        .arg("watch")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rootsctl watch");
-    let lines = lines_of(child.stdout.take().unwrap());
-    let notes = lines_of(child.stderr.take().unwrap());
-    let _watch = Reaped(child);
+    let (lines, notes, _watch) = spawn_watch(&sb);
     // Without --json it says on stderr once it is subscribed.
     let note = next_line(&notes, "the watching note");
     assert!(

@@ -11,7 +11,7 @@ use std::sync::mpsc::Receiver;
 use rootsd_tests::{PATIENCE, Sandbox, bin, output_within};
 use serde_json::json;
 
-use crate::support::{Reaped, assert_exit, ctl, lines_of, status, stderr_of, stdout_of};
+use crate::support::{Reaped, assert_exit, ctl, spawn_watch, status, stderr_of, stdout_of};
 
 /// Asserts that `text` holds no control character but the newlines ending its lines.
 #[track_caller]
@@ -305,18 +305,10 @@ fn started(mut cmd: std::process::Command, socket: &Path) -> Reaped {
 
 /// `rootsctl watch` (human-readable), once it has subscribed: its stdout's lines.
 fn watch(sb: &Sandbox) -> (Receiver<String>, Reaped) {
-    let mut child = sb
-        .rootsctl()
-        .arg("watch")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rootsctl watch");
-    let lines = lines_of(child.stdout.take().unwrap());
-    let notes = lines_of(child.stderr.take().unwrap());
+    let (lines, notes, child) = spawn_watch(sb);
     let note = notes
         .recv_timeout(PATIENCE)
         .expect("watch says it is watching");
     assert!(note.contains("watching"), "{note}");
-    (lines, Reaped(child))
+    (lines, child)
 }

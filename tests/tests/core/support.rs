@@ -118,3 +118,18 @@ pub fn wait_for(mut child: Reaped, what: &str) -> std::process::ExitStatus {
             .ok_or("still running")
     })
 }
+
+/// `rootsctl watch` (human-readable) started on `sb`: its stdout's lines, its stderr's lines
+/// (where it says once it has subscribed), and the process.
+pub fn spawn_watch(sb: &Sandbox) -> (mpsc::Receiver<String>, mpsc::Receiver<String>, Reaped) {
+    let mut child = sb
+        .rootsctl()
+        .arg("watch")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rootsctl watch");
+    let lines = lines_of(child.stdout.take().unwrap());
+    let notes = lines_of(child.stderr.take().unwrap());
+    (lines, notes, Reaped(child))
+}
