@@ -175,6 +175,10 @@ pub struct ListArgs {
     /// List every workspace
     #[arg(long)]
     pub all: bool,
+    /// Say who holds each root: with --json, each root gains an `origin` field; the table always
+    /// shows ORIGIN (without --long, only when a session publishes a root)
+    #[arg(long, short = 'l')]
+    pub long: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }

@@ -7,8 +7,9 @@ use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
-    ListWorkspaces, RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, SessionInfo, Status,
-    StoreState, WaitForSessions, WaitParams, Watch, WatchParams, WorkspaceParams,
+    ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
+    RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
+    WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -171,15 +172,31 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
         );
     }
     if args.json.json {
+        // Without --long, roots are exactly MCP's `Root`: `{"uri","name"}`.
+        let roots = |listing: &RootsListing| -> serde_json::Value {
+            if args.long {
+                json!(listing.roots)
+            } else {
+                json!(bare_roots(listing))
+            }
+        };
         if args.all {
             let workspaces: Vec<_> = snapshots
                 .iter()
-                .map(|s| json!({"name": s.workspace, "revision": s.revision, "roots": s.roots}))
+                .map(|s| json!({"name": s.workspace, "revision": s.revision, "roots": roots(s)}))
                 .collect();
             return Ok(output::json(out, &json!({ "workspaces": workspaces }))?);
         }
         let only = snapshots.pop().expect("one workspace was listed");
-        return Ok(output::json(out, &ListRootsResult { roots: only.roots })?);
+        if args.long {
+            return Ok(output::json(out, &json!({ "roots": only.roots }))?);
+        }
+        return Ok(output::json(
+            out,
+            &ListRootsResult {
+                roots: bare_roots(&only),
+            },
+        )?);
     }
     if snapshots.is_empty() {
         writeln!(
@@ -194,28 +211,71 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
             }
             writeln!(out, "{}:", snapshot.workspace)?;
         }
-        print_roots(out, snapshot)?;
+        print_roots(out, snapshot, args.long)?;
     }
     Ok(())
 }
 
-fn print_roots(out: &mut impl Write, snapshot: &RootsSnapshot) -> anyhow::Result<()> {
-    if snapshot.roots.is_empty() {
+fn bare_roots(listing: &RootsListing) -> Vec<Root> {
+    listing.roots.iter().map(|r| r.root.clone()).collect()
+}
+
+fn print_roots(out: &mut impl Write, listing: &RootsListing, long: bool) -> anyhow::Result<()> {
+    if listing.roots.is_empty() {
         writeln!(
             out,
             "no roots in workspace {} (add one with `rootsctl add PATH`)",
-            snapshot.workspace
+            listing.workspace
         )?;
         return Ok(());
     }
-    let mut rows = vec![vec!["NAME".to_owned(), "PATH".to_owned()]];
-    rows.extend(
-        snapshot
-            .roots
-            .iter()
-            .map(|root| vec![display_name(root), display_path(root)]),
-    );
+    // Published roots go when their session ends, so the table says so whenever there are any.
+    let origins = long
+        || listing.roots.iter().any(|r| {
+            r.origin
+                .iter()
+                .any(|o| matches!(o, RootOrigin::Session { .. }))
+        });
+    let mut header = vec!["NAME".to_owned(), "PATH".to_owned()];
+    if origins {
+        header.push("ORIGIN".to_owned());
+    }
+    let mut rows = vec![header];
+    rows.extend(listing.roots.iter().map(|listed| {
+        let mut row = vec![display_name(&listed.root), display_path(&listed.root)];
+        if origins {
+            row.push(describe_origin(listed));
+        }
+        row
+    }));
     Ok(table(out, &rows)?)
+}
+
+/// `hand`, `session 3 (code, pid 4242)`, or both, for the ORIGIN column.
+fn describe_origin(listed: &ListedRoot) -> String {
+    if listed.origin.is_empty() {
+        return "-".to_owned();
+    }
+    listed
+        .origin
+        .iter()
+        .map(|origin| match origin {
+            RootOrigin::Hand => "hand".to_owned(),
+            RootOrigin::Session {
+                session,
+                label,
+                pid,
+            } => {
+                let label = if label.is_empty() {
+                    "-".into()
+                } else {
+                    escape(label)
+                };
+                format!("session {session} ({label}, pid {pid})")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub async fn workspaces(
@@ -308,7 +368,10 @@ pub async fn watch(target: &Target, args: WatchArgs, out: &mut impl Write) -> an
                 workspace: workspace.clone(),
             })
             .await?;
-        previous.insert(workspace, snapshot.roots);
+        previous.insert(
+            workspace,
+            snapshot.roots.into_iter().map(|r| r.root).collect(),
+        );
     }
     let start = client
         .call::<Watch>(&WatchParams {
@@ -397,6 +460,7 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             "REVISION",
             "NOTIFIED",
             "WITHHELD",
+            "HOSTROOTS",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -449,6 +513,8 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             } else {
                 s.withheld.summary()
             },
+            // `rootsctl proxy --host-roots`: what it does with its host's roots, and how many.
+            s.host_roots.summary(),
         ]);
     }
     Ok(table(out, &rows)?)
@@ -470,6 +536,13 @@ fn print_change(out: &mut impl Write, result: &ChangeResult, json: bool) -> anyh
     }
     for root in &result.removed {
         writeln!(out, "removed {} from {ws}", describe(root))?;
+    }
+    for root in &result.adopted {
+        writeln!(
+            out,
+            "kept {} in {ws}: a session published it, and now it stays when the session ends",
+            describe(root)
+        )?;
     }
     Ok(())
 }

@@ -7,21 +7,25 @@
 //! state, and each workspace has a `watch` channel holding its newest snapshot, which also
 //! coalesces bursts, so a session that is slow to read only ever sees the newest list.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
+    self, ChangeResult, ListedRoot, PublishResult, RegisterParams, RemoveTarget, RootsListing,
+    RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
-use crate::model::{Change, Contents, StoredRootV1, StoredWorkspaceV1};
+use crate::model::{
+    Change, ChangeOrigin, Contents, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1,
+};
+use crate::provenance;
 use crate::reconcile::Opened;
 
 /// How many changes a `watch` subscriber may fall behind before it is told it missed some.
@@ -84,11 +88,25 @@ struct SessionRecord {
     /// times, and the daemon notes when that number grows.
     last_fetch_unix: Option<u64>,
     connected: Instant,
+    /// The session published its host's roots at least once: it withdraws them when it ends.
+    published: bool,
+    /// URIs the user removed (`rootsctl remove`) while this session published them: it does not
+    /// publish them again until its host's list drops them. Never more than the host's list.
+    declined: BTreeSet<String>,
 }
 
 impl Registry {
-    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it.
-    pub fn new(opened: Opened) -> Result<Self, StoreError> {
+    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it, once
+    /// whatever sessions of the daemon's previous run published is withdrawn: no session
+    /// outlives the daemon, and live ones publish again when they register.
+    pub fn new(mut opened: Opened) -> Result<Self, StoreError> {
+        let withdrawn = crate::reconcile::withdraw_sessions(&mut opened)?;
+        if withdrawn > 0 {
+            tracing::info!(
+                workspaces = withdrawn,
+                "withdrew the roots sessions of the previous run published; live sessions publish theirs again when they reconnect"
+            );
+        }
         let committed = Arc::new(RwLock::new(opened.contents.clone()));
         let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
@@ -146,6 +164,27 @@ impl Registry {
     /// The roots of `workspace`; an unknown workspace is empty at revision 0.
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
         snapshot_of(&self.committed.read().expect("committed"), workspace)
+    }
+
+    /// The roots of `workspace` with their origins, for `roots.list`.
+    pub async fn listing(&self, workspace: &WorkspaceName) -> RootsListing {
+        let model = self.committed.read().expect("committed");
+        let stored = model.workspaces.get(workspace);
+        RootsListing {
+            workspace: workspace.clone(),
+            revision: stored.map_or(0, |w| w.revision),
+            roots: stored
+                .map(|w| {
+                    w.roots
+                        .iter()
+                        .map(|r| ListedRoot {
+                            root: Root::from(r),
+                            origin: provenance::origins(r),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// Resolves, through [`watch::Receiver::changed`], each time the totals or the session count
@@ -218,10 +257,11 @@ impl Registry {
                 None => canonical.push((name, uri, path)),
             }
         }
-        self.write(workspace, |pending| {
-            Ok(plan_add(pending, workspace, canonical))
-        })
-        .await
+        let mut result = self
+            .commit(|pending| Ok(plan_add(pending, workspace, canonical)))
+            .await?;
+        self.count_notified(&mut result);
+        Ok(result)
     }
 
     /// Removes the roots `targets` name. If any target matches nothing, or a name matches several
@@ -231,20 +271,29 @@ impl Registry {
         workspace: &WorkspaceName,
         targets: Vec<RemoveTarget>,
     ) -> Result<ChangeResult, RequestError> {
-        self.write(workspace, |pending| {
-            plan_remove(pending, workspace, &targets)
-        })
-        .await
+        let (mut result, declines) = self
+            .commit(|pending| plan_remove(pending, workspace, &targets))
+            .await?;
+        // Only once the removal is durable: a removal that failed must not change what sessions
+        // publish.
+        let mut sessions = self.sessions.lock().expect("sessions lock");
+        for (session, uri) in declines {
+            if let Some(record) = sessions.get_mut(&session) {
+                record.declined.insert(uri);
+            }
+        }
+        drop(sessions);
+        self.count_notified(&mut result);
+        Ok(result)
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
     /// durable; then it is acknowledged.
-    async fn write(
+    async fn commit<T>(
         &self,
-        workspace: &WorkspaceName,
-        plan: impl FnOnce(&Contents) -> Result<Plan<ChangeResult>, RequestError>,
-    ) -> Result<ChangeResult, RequestError> {
-        let (mut result, ticket) = self.committer.write(plan)?;
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
+    ) -> Result<T, RequestError> {
+        let (result, ticket) = self.committer.write(plan)?;
         if let Some(ticket) = ticket {
             match ticket.await {
                 Ok(Ok(())) => {}
@@ -257,10 +306,14 @@ impl Registry {
                 }
             }
         }
-        if !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty()) {
-            result.notified_sessions = self.notified(workspace, result.revision);
-        }
         Ok(result)
+    }
+
+    /// Fills in how many sessions hear of a change that changed something.
+    fn count_notified(&self, result: &mut ChangeResult) {
+        if changed(result) {
+            result.notified_sessions = self.notified(&result.workspace, result.revision);
+        }
     }
 
     /// Subscribes to every change, for `watch`. Returns the revision the feed starts after.
@@ -287,6 +340,8 @@ impl Registry {
             last_fetch_unix: (params.state.fetches > 0).then(unix_now),
             state: params.state,
             connected: Instant::now(),
+            published: false,
+            declined: BTreeSet::new(),
         };
         self.sessions
             .lock()
@@ -376,6 +431,38 @@ impl Session<'_> {
         self.registry.progress.notify_waiters();
     }
 
+    /// Publishes `roots`, the host's whole list, as everything this session publishes in its
+    /// workspace, and waits until that is durable.
+    pub async fn publish(&self, roots: Vec<Root>) -> Result<PublishResult, RequestError> {
+        let roots = provenance::canonical_publication(roots)?;
+        let (workspace, me, declined) = {
+            let mut sessions = self.registry.sessions.lock().expect("sessions lock");
+            let record = sessions
+                .get_mut(&self.id)
+                .expect("a live session has its record");
+            // A root the host no longer offers may come back once it does again.
+            record
+                .declined
+                .retain(|uri| roots.iter().any(|r| r.uri == *uri));
+            record.published = true;
+            (
+                record.workspace.clone(),
+                publisher(self.id, record),
+                record.declined.clone(),
+            )
+        };
+        let kept: Vec<Root> = roots
+            .into_iter()
+            .filter(|r| !declined.contains(&r.uri))
+            .collect();
+        let mut result = self
+            .registry
+            .commit(|pending| Ok(provenance::plan_publish(pending, &workspace, &me, &kept)))
+            .await?;
+        result.declined = declined.into_iter().collect();
+        Ok(result)
+    }
+
     fn with_record(&self, change: impl FnOnce(&mut SessionRecord)) {
         let mut sessions = self.registry.sessions.lock().expect("sessions lock");
         if let Some(record) = sessions.get_mut(&self.id) {
@@ -386,14 +473,47 @@ impl Session<'_> {
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
-        self.registry
+        let record = self
+            .registry
             .sessions
             .lock()
             .expect("sessions lock")
             .remove(&self.id);
+        if let Some(record) = record.filter(|r| r.published) {
+            // Nobody waits for this change: it is synced with the next group, and a crash before
+            // that is covered by the withdrawal at start-up.
+            let me = publisher(self.id, &record);
+            let withdrawn = self.registry.committer.write(|pending| {
+                Ok::<_, RequestError>(provenance::plan_withdraw(pending, &record.workspace, &me))
+            });
+            if let Err(error) = withdrawn {
+                tracing::error!(
+                    session = self.id,
+                    %error,
+                    "could not withdraw the roots of a session that ended; rootsd withdraws them at its next start"
+                );
+            }
+        }
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
     }
+}
+
+/// A session as the roots it publishes name it.
+fn publisher(id: u64, record: &SessionRecord) -> StoredPublisherV1 {
+    StoredPublisherV1 {
+        session: id,
+        label: record.label.clone(),
+        pid: record.pid,
+    }
+}
+
+/// Whether a change result reports a change of the workspace.
+fn changed(result: &ChangeResult) -> bool {
+    !(result.added.is_empty()
+        && result.renamed.is_empty()
+        && result.removed.is_empty()
+        && result.adopted.is_empty())
 }
 
 /// Counts a connected client for `status` until dropped.
@@ -419,11 +539,21 @@ fn plan_add(
     let mut result = empty_result(workspace);
     for (name, uri, path) in canonical {
         match next.roots.iter_mut().find(|r| r.uri == uri) {
-            Some(existing) if name.is_some() && existing.name != name => {
-                existing.name = name;
-                result.renamed.push(Root::from(&*existing));
+            Some(existing) => {
+                // A root that only sessions publish becomes the user's too: it stays when they
+                // end.
+                let adopted = !existing.by_hand;
+                existing.by_hand = true;
+                if name.is_some() && existing.name != name {
+                    existing.name = name;
+                    result.renamed.push(Root::from(&*existing));
+                } else if !adopted {
+                    result.unchanged.push(Root::from(&*existing));
+                }
+                if adopted {
+                    result.adopted.push(Root::from(&*existing));
+                }
             }
-            Some(existing) => result.unchanged.push(Root::from(&*existing)),
             None => {
                 // An unnamed root is named after its directory, as MCP clients usually do.
                 let root = Root {
@@ -438,13 +568,17 @@ fn plan_add(
     plan_change(pending, workspace, next, result)
 }
 
-/// The change removing what `targets` name from `workspace` in `pending`; refused if any
-/// target matches nothing or a name matches several roots.
+/// A session that published a root the user removed, and the root's URI.
+type Decline = (u64, String);
+
+/// The change removing what `targets` name from `workspace` in `pending`, and the sessions that
+/// published them; refused if any target matches nothing or a name matches several roots. A
+/// root is removed whoever holds it: the user's word is the last.
 fn plan_remove(
     pending: &Contents,
     workspace: &WorkspaceName,
     targets: &[RemoveTarget],
-) -> Result<Plan<ChangeResult>, RequestError> {
+) -> Result<Plan<(ChangeResult, Vec<Decline>)>, RequestError> {
     let current = pending
         .workspaces
         .get(workspace)
@@ -464,13 +598,28 @@ fn plan_remove(
         .iter()
         .map(|&i| Root::from(&current.roots[i]))
         .collect();
+    let declines: Vec<Decline> = doomed
+        .iter()
+        .flat_map(|&i| {
+            let root = &current.roots[i];
+            root.published_by
+                .iter()
+                .map(|p| (p.session, root.uri.clone()))
+        })
+        .collect();
     let mut next = current;
     let mut index = 0;
     next.roots.retain(|_| {
         index += 1;
         !doomed.contains(&(index - 1))
     });
-    Ok(plan_change(pending, workspace, next, result))
+    Ok(match plan_change(pending, workspace, next, result) {
+        Plan::Write(change, result) => Plan::Write(change, (result, declines)),
+        Plan::Unchanged { revision, reply } => Plan::Unchanged {
+            revision,
+            reply: (reply, declines),
+        },
+    })
 }
 
 /// `next` as the next revision of `workspace` if anything changed; else a no-op at the
@@ -482,9 +631,7 @@ fn plan_change(
     mut result: ChangeResult,
 ) -> Plan<ChangeResult> {
     result.total = next.roots.len();
-    let changed =
-        !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
-    if !changed {
+    if !changed(&result) {
         result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
         return Plan::Unchanged {
             revision: result.revision,
@@ -499,6 +646,7 @@ fn plan_change(
             revision,
             workspace: workspace.clone(),
             state: next,
+            origin: ChangeOrigin::Hand,
         },
         result,
     )
@@ -512,6 +660,7 @@ fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
         renamed: Vec::new(),
         unchanged: Vec::new(),
         removed: Vec::new(),
+        adopted: Vec::new(),
         total: 0,
         notified_sessions: 0,
     }
@@ -543,6 +692,7 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         notifications_sent: s.state.notifications_sent,
         fetch_behaviour: s.state.fetch_behaviour,
         withheld: s.state.withheld.clone(),
+        host_roots: s.state.host_roots.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
 }

@@ -6,8 +6,8 @@
 use rootsd::connection::{parse, parse_request};
 use rootsd::error::RequestError;
 use rootsd_proto::wire::{
-    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, RegisterSession, RemoveRoots,
-    Response, Status, UpdateSession, WaitForSessions, Watch, code,
+    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, PublishRoots,
+    RegisterSession, RemoveRoots, Response, Status, UpdateSession, WaitForSessions, Watch, code,
 };
 use serde_json::Value;
 
@@ -90,6 +90,7 @@ fn typed(method: &str, params: Value) -> Option<(&'static str, Result<(), Reques
         Watch::NAME => read::<Watch>(params),
         RegisterSession::NAME => read::<RegisterSession>(params),
         UpdateSession::NAME => read::<UpdateSession>(params),
+        PublishRoots::NAME => read::<PublishRoots>(params),
         ListSessions::NAME => read::<ListSessions>(params),
         WaitForSessions::NAME => read::<WaitForSessions>(params),
         _ => None,
