@@ -14,19 +14,18 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, ListedRoot, PublishResult, RegisterParams, RemoveTarget, RootsListing,
-    RootsSnapshot, SessionInfo, WorkspaceSummary,
+    self, ChangeResult, ListedRoot, RegisterParams, RemoveTarget, RootsListing, RootsSnapshot,
+    SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, broadcast, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
-use crate::model::{
-    Change, ChangeOrigin, Contents, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1,
-};
+use crate::model::{Change, ChangeOrigin, Contents, StoredRootV1, StoredWorkspaceV1};
 use crate::provenance;
 use crate::reconcile::Opened;
+use publish::Decline;
 
 /// How many changes a `watch` subscriber may fall behind before it is told it missed some.
 const CHANGE_FEED_CAPACITY: usize = 1024;
@@ -276,13 +275,7 @@ impl Registry {
             .await?;
         // Only once the removal is durable: a removal that failed must not change what sessions
         // publish.
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        for (session, uri) in declines {
-            if let Some(record) = sessions.get_mut(&session) {
-                record.declined.insert(uri);
-            }
-        }
-        drop(sessions);
+        self.decline(declines);
         self.count_notified(&mut result);
         Ok(result)
     }
@@ -431,38 +424,6 @@ impl Session<'_> {
         self.registry.progress.notify_waiters();
     }
 
-    /// Publishes `roots`, the host's whole list, as everything this session publishes in its
-    /// workspace, and waits until that is durable.
-    pub async fn publish(&self, roots: Vec<Root>) -> Result<PublishResult, RequestError> {
-        let roots = provenance::canonical_publication(roots)?;
-        let (workspace, me, declined) = {
-            let mut sessions = self.registry.sessions.lock().expect("sessions lock");
-            let record = sessions
-                .get_mut(&self.id)
-                .expect("a live session has its record");
-            // A root the host no longer offers may come back once it does again.
-            record
-                .declined
-                .retain(|uri| roots.iter().any(|r| r.uri == *uri));
-            record.published = true;
-            (
-                record.workspace.clone(),
-                publisher(self.id, record),
-                record.declined.clone(),
-            )
-        };
-        let kept: Vec<Root> = roots
-            .into_iter()
-            .filter(|r| !declined.contains(&r.uri))
-            .collect();
-        let mut result = self
-            .registry
-            .commit(|pending| Ok(provenance::plan_publish(pending, &workspace, &me, &kept)))
-            .await?;
-        result.declined = declined.into_iter().collect();
-        Ok(result)
-    }
-
     fn with_record(&self, change: impl FnOnce(&mut SessionRecord)) {
         let mut sessions = self.registry.sessions.lock().expect("sessions lock");
         if let Some(record) = sessions.get_mut(&self.id) {
@@ -480,31 +441,10 @@ impl Drop for Session<'_> {
             .expect("sessions lock")
             .remove(&self.id);
         if let Some(record) = record.filter(|r| r.published) {
-            // Nobody waits for this change: it is synced with the next group, and a crash before
-            // that is covered by the withdrawal at start-up.
-            let me = publisher(self.id, &record);
-            let withdrawn = self.registry.committer.write(|pending| {
-                Ok::<_, RequestError>(provenance::plan_withdraw(pending, &record.workspace, &me))
-            });
-            if let Err(error) = withdrawn {
-                tracing::error!(
-                    session = self.id,
-                    %error,
-                    "could not withdraw the roots of a session that ended; rootsd withdraws them at its next start"
-                );
-            }
+            self.registry.withdraw(self.id, &record);
         }
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
-    }
-}
-
-/// A session as the roots it publishes name it.
-fn publisher(id: u64, record: &SessionRecord) -> StoredPublisherV1 {
-    StoredPublisherV1 {
-        session: id,
-        label: record.label.clone(),
-        pid: record.pid,
     }
 }
 
@@ -567,9 +507,6 @@ fn plan_add(
     }
     plan_change(pending, workspace, next, result)
 }
-
-/// A session that published a root the user removed, and the root's URI.
-type Decline = (u64, String);
 
 /// The change removing what `targets` name from `workspace` in `pending`, and the sessions that
 /// published them; refused if any target matches nothing or a name matches several roots. A
@@ -748,6 +685,8 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+#[path = "registry_publish.rs"]
+mod publish;
 #[cfg(test)]
 #[path = "registry_tests/mod.rs"]
 mod tests;
