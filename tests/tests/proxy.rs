@@ -23,6 +23,8 @@ mod eras;
 mod everything;
 #[path = "proxy/fake.rs"]
 mod fake;
+#[path = "proxy/host_roots.rs"]
+mod host_roots;
 #[path = "proxy/interop.rs"]
 mod interop;
 #[path = "proxy/lifecycle.rs"]
