@@ -283,3 +283,25 @@ fn with_a_map_the_hosts_roots_are_mapped_or_withheld_like_the_workspaces() {
         "#,
     );
 }
+
+#[test]
+fn a_host_answer_too_long_to_relay_is_a_refusal_and_never_reaches_the_server() {
+    check(
+        mode(HostRootsMode::Merge),
+        r#"
+        from daemon: revision 1: a
+        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{}}}}
+          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}
+          state: list_changed era=handshake host=merge:not-asked
+        from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
+          to host: {"jsonrpc":"2.0","id":"rootsd-roots-1","method":"roots/list"}
+          state: list_changed era=handshake initialized host=merge:asking
+        too long from host: {"jsonrpc":"2.0","id":"rootsd-roots-1","result":{"roots":[{"uri":"file:///
+          state: list_changed era=handshake initialized host=merge:refused:0
+        from server: {"jsonrpc":"2.0","id":1,"method":"roots/list"}
+          to server: {"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
+          state: list_changed era=handshake initialized fetched=1 fetches=1 host=merge:refused:0
+        "#,
+    );
+}

@@ -14,7 +14,9 @@
 //!   server when [`rootsd_proto::session::notice`] says it is due;
 //! - [`stateless`] (2026-07-28): requests that may need roots gain `roots: {}` in their client
 //!   capabilities, and `roots/list` entries of `input_required` results are answered here,
-//!   retrying with a new id.
+//!   retrying with a new id;
+//! - [`host_roots`] (both eras, `--host-roots merge|publish`): the host's own roots, asked for
+//!   and taken from its answers.
 //!
 //! Every other message, and every part of a message the proxy does not change, is forwarded byte
 //! for byte: changes are spliced into the original line ([`json::Editor`]).
