@@ -177,9 +177,36 @@ pub struct ProxyArgs {
     /// taken from the current directory; SERVER_DIR is the server's path and need not exist here
     #[arg(long = "map", value_name = "HOST_DIR=SERVER_DIR")]
     pub map: Vec<std::ffi::OsString>,
+    /// What the server sees of the host's own roots (an editor's open folders): replace (the
+    /// workspace's instead), merge (both; the host is asked for its roots, and again when it says
+    /// they changed), or publish (the host's join the workspace, for every session, while this
+    /// one lasts)
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = HostRootsArg::Replace)]
+    pub host_roots: HostRootsArg,
     /// The MCP server to run, after `--`
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `rootsctl proxy --host-roots MODE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HostRootsArg {
+    /// The server sees the workspace's roots only
+    Replace,
+    /// The server sees the workspace's roots and the host's
+    Merge,
+    /// The host's roots join the workspace while the session lasts
+    Publish,
+}
+
+impl From<HostRootsArg> for rootsd_proto::host_roots::HostRootsMode {
+    fn from(arg: HostRootsArg) -> Self {
+        match arg {
+            HostRootsArg::Replace => Self::Replace,
+            HostRootsArg::Merge => Self::Merge,
+            HostRootsArg::Publish => Self::Publish,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -203,8 +230,9 @@ pub struct ListArgs {
     /// List every workspace
     #[arg(long)]
     pub all: bool,
-    /// With --json, add what rootsctl knows about each root beyond MCP's uri and name: `gone`
-    /// when its directory is missing, not a directory, unreadable or not answering
+    /// Say more about each root: with --json, each root gains `origin` (who holds it) and, when its
+    /// directory is missing, not a directory, unreadable or not answering, `gone`; the table
+    /// always shows ORIGIN (without --long, only when a session publishes a root)
     #[arg(long, short = 'l')]
     pub long: bool,
     #[command(flatten)]

@@ -7,8 +7,9 @@ use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
-    ListWorkspaces, RemoveParams, RemoveRoots, RootsChanged, RootsSnapshot, SessionInfo, Status,
-    StoreState, WaitForSessions, WaitParams, Watch, WatchParams, WorkspaceParams,
+    ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
+    RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
+    WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -163,9 +164,9 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
     } else {
         vec![args.workspace.unwrap_or_default()]
     };
-    let mut snapshots = Vec::with_capacity(names.len());
+    let mut listings = Vec::with_capacity(names.len());
     for workspace in names {
-        snapshots.push(
+        listings.push(
             client
                 .call::<ListRoots>(&WorkspaceParams { workspace })
                 .await?,
@@ -174,27 +175,32 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
     // Done with the daemon before looking at the directories, which may take seconds.
     drop(client);
     if args.json.json && !args.long {
-        // Exactly what the daemon holds, in MCP's shapes; nothing is looked at on disk.
+        // Exactly MCP's shapes: roots are `{"uri","name"}`; nothing is looked at on disk.
         if args.all {
-            let workspaces: Vec<_> = snapshots
+            let workspaces: Vec<_> = listings
                 .iter()
-                .map(|s| json!({"name": s.workspace, "revision": s.revision, "roots": s.roots}))
+                .map(|l| json!({"name": l.workspace, "revision": l.revision, "roots": bare_roots(l)}))
                 .collect();
             return Ok(output::json(out, &json!({ "workspaces": workspaces }))?);
         }
-        let only = snapshots.pop().expect("one workspace was listed");
-        return Ok(output::json(out, &ListRootsResult { roots: only.roots })?);
+        let only = listings.pop().expect("one workspace was listed");
+        return Ok(output::json(
+            out,
+            &ListRootsResult {
+                roots: bare_roots(&only),
+            },
+        )?);
     }
-    let found = look_at_roots(&snapshots);
+    let found = look_at_roots(&listings);
     if args.json.json {
         // Written from structs, not `json!`, so that each root keeps MCP's key order.
-        let mut lists = snapshots
+        let mut lists = listings
             .iter()
             .zip(&found)
-            .map(|(snapshot, found)| LongList {
-                name: args.all.then_some(&snapshot.workspace),
-                revision: args.all.then_some(snapshot.revision),
-                roots: LongRoot::all(snapshot, found),
+            .map(|(listing, found)| LongList {
+                name: args.all.then_some(&listing.workspace),
+                revision: args.all.then_some(listing.revision),
+                roots: LongRoot::all(listing, found),
             });
         if args.all {
             let workspaces: Vec<LongList<'_>> = lists.collect();
@@ -203,22 +209,26 @@ pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyh
         let only = lists.next().expect("one workspace was listed");
         return Ok(output::json(out, &only)?);
     }
-    if snapshots.is_empty() {
+    if listings.is_empty() {
         writeln!(
             out,
             "no workspaces yet (add a root with `rootsctl add PATH`)"
         )?;
     }
-    for (index, (snapshot, found)) in snapshots.iter().zip(&found).enumerate() {
+    for (index, (listing, found)) in listings.iter().zip(&found).enumerate() {
         if args.all {
             if index > 0 {
                 writeln!(out)?;
             }
-            writeln!(out, "{}:", snapshot.workspace)?;
+            writeln!(out, "{}:", listing.workspace)?;
         }
-        print_roots(out, snapshot, found)?;
+        print_roots(out, listing, found, args.long)?;
     }
     Ok(())
+}
+
+fn bare_roots(listing: &RootsListing) -> Vec<Root> {
+    listing.roots.iter().map(|r| r.root.clone()).collect()
 }
 
 /// `rootsctl list --all --long --json`: `{"workspaces":[…]}`, as without `--long`.
@@ -240,12 +250,15 @@ struct LongList<'a> {
 }
 
 /// A root as `rootsctl list --long --json` prints it: MCP's `Root` (so that any reader of a
-/// `ListRootsResult` still reads it), then what rootsctl found out about it, each field absent
-/// when there is nothing to say.
+/// `ListRootsResult` still reads it), then what rootsd and rootsctl know about it, each field
+/// absent when there is nothing to say.
 #[derive(serde::Serialize)]
 struct LongRoot<'a> {
     #[serde(flatten)]
     root: &'a Root,
+    /// Who holds it: by hand, and/or sessions that publish it.
+    #[serde(skip_serializing_if = "<[RootOrigin]>::is_empty")]
+    origin: &'a [RootOrigin],
     /// Why its directory is not there for servers; absent when it is (or was not looked at:
     /// not a local file:// URI).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -253,55 +266,98 @@ struct LongRoot<'a> {
 }
 
 impl<'a> LongRoot<'a> {
-    /// The roots of `snapshot`, each with what was `found` about it.
-    fn all(snapshot: &'a RootsSnapshot, found: &'a [Presence]) -> Vec<Self> {
-        snapshot
+    /// The roots of `listing`, each with what was `found` about it.
+    fn all(listing: &'a RootsListing, found: &'a [Presence]) -> Vec<Self> {
+        listing
             .roots
             .iter()
             .zip(found)
-            .map(|(root, presence)| Self {
-                root,
+            .map(|(listed, presence)| Self {
+                root: &listed.root,
+                origin: &listed.origin,
                 gone: presence.gone(),
             })
             .collect()
     }
 }
 
-/// Whether each root's directory is there, per workspace, in the snapshots' order. All are
+/// Whether each root's directory is there, per workspace, in the listings' order. All are
 /// looked at together, so one time limit bounds the whole list.
-fn look_at_roots(snapshots: &[RootsSnapshot]) -> Vec<Vec<Presence>> {
-    let roots: Vec<&Root> = snapshots.iter().flat_map(|s| &s.roots).collect();
-    let mut found = presence::check(&roots).into_iter();
-    snapshots
+fn look_at_roots(listings: &[RootsListing]) -> Vec<Vec<Presence>> {
+    let roots: Vec<&Root> = listings
         .iter()
-        .map(|s| found.by_ref().take(s.roots.len()).collect())
+        .flat_map(|l| l.roots.iter().map(|r| &r.root))
+        .collect();
+    let mut found = presence::check(&roots).into_iter();
+    listings
+        .iter()
+        .map(|l| found.by_ref().take(l.roots.len()).collect())
         .collect()
 }
 
 fn print_roots(
     out: &mut impl Write,
-    snapshot: &RootsSnapshot,
+    listing: &RootsListing,
     found: &[Presence],
+    long: bool,
 ) -> anyhow::Result<()> {
-    if snapshot.roots.is_empty() {
+    if listing.roots.is_empty() {
         writeln!(
             out,
             "no roots in workspace {} (add one with `rootsctl add PATH`)",
-            snapshot.workspace
+            listing.workspace
         )?;
         return Ok(());
     }
-    let mut rows = vec![vec![
-        "NAME".to_owned(),
-        "PATH".to_owned(),
-        "STATUS".to_owned(),
-    ]];
-    rows.extend(
-        snapshot.roots.iter().zip(found).map(|(root, presence)| {
-            vec![display_name(root), display_path(root), presence.status()]
-        }),
-    );
+    // Published roots go when their session ends, so the table says so whenever there are any.
+    let origins = long
+        || listing.roots.iter().any(|r| {
+            r.origin
+                .iter()
+                .any(|o| matches!(o, RootOrigin::Session { .. }))
+        });
+    let mut header = vec!["NAME".to_owned(), "PATH".to_owned()];
+    if origins {
+        header.push("ORIGIN".to_owned());
+    }
+    header.push("STATUS".to_owned());
+    let mut rows = vec![header];
+    rows.extend(listing.roots.iter().zip(found).map(|(listed, presence)| {
+        let mut row = vec![display_name(&listed.root), display_path(&listed.root)];
+        if origins {
+            row.push(describe_origin(listed));
+        }
+        row.push(presence.status());
+        row
+    }));
     Ok(table(out, &rows)?)
+}
+
+/// `hand`, `session 3 (code, pid 4242)`, or both, for the ORIGIN column.
+fn describe_origin(listed: &ListedRoot) -> String {
+    if listed.origin.is_empty() {
+        return "-".to_owned();
+    }
+    listed
+        .origin
+        .iter()
+        .map(|origin| match origin {
+            RootOrigin::Hand => "hand".to_owned(),
+            RootOrigin::Session {
+                session,
+                label,
+                pid,
+            } => {
+                let label = if label.is_empty() {
+                    "-".into()
+                } else {
+                    escape(label)
+                };
+                format!("session {session} ({label}, pid {pid})")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub async fn workspaces(
@@ -394,7 +450,10 @@ pub async fn watch(target: &Target, args: WatchArgs, out: &mut impl Write) -> an
                 workspace: workspace.clone(),
             })
             .await?;
-        previous.insert(workspace, snapshot.roots);
+        previous.insert(
+            workspace,
+            snapshot.roots.into_iter().map(|r| r.root).collect(),
+        );
     }
     let start = client
         .call::<Watch>(&WatchParams {
@@ -483,6 +542,7 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             "REVISION",
             "NOTIFIED",
             "WITHHELD",
+            "HOSTROOTS",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -535,6 +595,8 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             } else {
                 s.withheld.summary()
             },
+            // `rootsctl proxy --host-roots`: what it does with its host's roots, and how many.
+            s.host_roots.summary(),
         ]);
     }
     Ok(table(out, &rows)?)
@@ -556,6 +618,13 @@ fn print_change(out: &mut impl Write, result: &ChangeResult, json: bool) -> anyh
     }
     for root in &result.removed {
         writeln!(out, "removed {} from {ws}", describe(root))?;
+    }
+    for root in &result.adopted {
+        writeln!(
+            out,
+            "kept {} in {ws}: a session published it, and now it stays when the session ends",
+            describe(root)
+        )?;
     }
     Ok(())
 }

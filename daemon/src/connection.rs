@@ -14,9 +14,9 @@ use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
-    Method, RegisterResult, RegisterSession, RemoveRoots, RootsSnapshot, SessionsResult, Status,
-    StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions, WaitResult, Watch,
-    WatchResult, WorkspacesResult, code,
+    Method, PublishRoots, RegisterResult, RegisterSession, RemoveRoots, RootsSnapshot,
+    SessionsResult, Status, StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions,
+    WaitResult, Watch, WatchResult, WorkspacesResult, code,
 };
 use tokio::io::AsyncWriteExt as _;
 use tokio::sync::watch;
@@ -251,7 +251,7 @@ impl<'a> ConnectionState<'a> {
             Hello::NAME => self.hello(parse::<Hello>(params)?),
             ListRoots::NAME => {
                 let params = parse::<ListRoots>(params)?;
-                reply::<ListRoots>(self.registry.snapshot(&params.workspace).await)
+                reply::<ListRoots>(self.registry.listing(&params.workspace).await)
             }
             AddRoots::NAME => {
                 self.may_change_roots()?;
@@ -311,6 +311,10 @@ impl<'a> ConnectionState<'a> {
                 self.registered()?.update(state);
                 reply::<UpdateSession>(Default::default())
             }
+            PublishRoots::NAME => {
+                let params = parse::<PublishRoots>(params)?;
+                reply::<PublishRoots>(self.registered()?.publish(params.roots).await?)
+            }
             ListSessions::NAME => {
                 parse::<ListSessions>(params)?;
                 reply::<ListSessions>(SessionsResult {
@@ -324,7 +328,7 @@ impl<'a> ConnectionState<'a> {
             other => Err(RequestError::new(
                 code::METHOD_NOT_FOUND,
                 format!(
-                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, sessions.list and wait",
+                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, session.publish, sessions.list and wait",
                     env!("CARGO_PKG_VERSION")
                 ),
             )),

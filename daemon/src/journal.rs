@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use rootsd_proto::WorkspaceName;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Change, Contents, StoredWorkspaceV1};
+use crate::model::{Change, ChangeOrigin, Contents, StoredWorkspaceV1};
 
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
@@ -52,6 +52,9 @@ enum RecordV1 {
         revision: u64,
         workspace: WorkspaceName,
         state: StoredWorkspaceV1,
+        /// Who made the change; absent for changes by hand (and in records older than origins).
+        #[serde(default, skip_serializing_if = "ChangeOrigin::is_hand")]
+        by: ChangeOrigin,
     },
     Checkpoint {
         revision: u64,
@@ -118,6 +121,7 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
             revision: change.revision,
             workspace: change.workspace.clone(),
             state: change.state.clone(),
+            by: change.origin.clone(),
         },
         Entry::Checkpoint(revision) => RecordV1::Checkpoint {
             revision: *revision,
@@ -156,10 +160,12 @@ fn decode(line: &[u8]) -> Result<Entry, String> {
             revision,
             workspace,
             state,
+            by,
         } => Entry::Change(Change {
             revision,
             workspace,
             state,
+            origin: by,
         }),
         RecordV1::Checkpoint { revision } => Entry::Checkpoint(revision),
     })
@@ -385,9 +391,12 @@ mod tests {
                     .map(|u| StoredRootV1 {
                         uri: (*u).to_owned(),
                         name: None,
+                        by_hand: true,
+                        published_by: Vec::new(),
                     })
                     .collect(),
             },
+            origin: ChangeOrigin::Hand,
         }
     }
 
@@ -416,6 +425,39 @@ mod tests {
         assert_eq!(replay.contents().root_count(), 1);
         assert_eq!(replay.at(2).root_count(), 2);
         assert_eq!(replay.at(1).workspaces.len(), 1);
+    }
+
+    #[test]
+    fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() {
+        let old = br#"{"kind":"change","revision":1,"workspace":"a","state":{"revision":1,"roots":[{"uri":"file:///x","name":"x"}]}}"#;
+        let mut bytes = encode(&base());
+        bytes.extend_from_slice(format!("{:08x} ", crc32fast::hash(old)).as_bytes());
+        bytes.extend_from_slice(old);
+        bytes.push(b'\n');
+        let replay = replay(&bytes);
+        assert_eq!(replay.damage, None);
+        let change = &replay.changes[0];
+        assert_eq!(change.origin, ChangeOrigin::Hand);
+        assert!(change.state.roots[0].by_hand && change.state.roots[0].published_by.is_empty());
+        // Such a root is written as it was read: the new fields are left out when they say
+        // what an old record meant.
+        assert!(
+            encode(&Entry::Change(change.clone())).ends_with(&[old.as_slice(), b"\n"].concat())
+        );
+
+        let mut published = change.clone();
+        published.revision = 2;
+        published.state.roots[0].by_hand = false;
+        published.state.roots[0]
+            .published_by
+            .push(crate::model::StoredPublisherV1 {
+                session: 3,
+                label: "code".into(),
+                pid: 42,
+            });
+        published.origin = ChangeOrigin::Session(published.state.roots[0].published_by[0].clone());
+        bytes.extend_from_slice(&encode(&Entry::Change(published.clone())));
+        assert_eq!(super::replay(&bytes).changes[1], published);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //!   (`--recover`) rebuilt.
 //! - [`committer`]: group commit: one sync for every change waiting, then publish.
 //! - [`model`]: the stored types.
+//! - [`provenance`]: who holds each root (by hand, sessions that publish their host's roots),
+//!   and the changes sessions make.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
@@ -33,6 +35,7 @@ pub mod instance;
 pub mod journal;
 pub mod limits;
 pub mod model;
+pub mod provenance;
 pub mod reconcile;
 pub mod registry;
 pub mod server;

@@ -7,13 +7,17 @@
 //! else is damage, and rootsd refuses to start, naming what it found, rather than serve a
 //! shortened store: [`recover`] (`rootsd --recover`) then rebuilds the damaged part from the
 //! sound one, keeping the damaged files beside the new ones.
+//!
+//! Before a store is served, [`withdraw_sessions`] withdraws the roots that sessions of the
+//! previous run published: sessions end with the daemon, and live ones publish again when they
+//! register.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::StoreError;
 use crate::journal::{self, Entry, Journal, Replay};
-use crate::model::Contents;
+use crate::model::{Change, ChangeOrigin, Contents};
 use crate::store::Store;
 
 /// The database's directory in the state directory.
@@ -170,6 +174,46 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
             changes: missing.len(),
         },
     })
+}
+
+/// Withdraws every root published by a session (by the previous run: no session outlives its
+/// daemon), durably, as one change per workspace that held any. Returns how many workspaces
+/// changed. Run once, before the store is served.
+pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
+    let withdrawn = opened.contents.without_sessions();
+    if withdrawn.is_empty() {
+        return Ok(0);
+    }
+    let path = opened.journal.path().to_owned();
+    let mut changes = Vec::with_capacity(withdrawn.len());
+    for (workspace, mut state) in withdrawn {
+        let revision = opened.contents.revision + 1;
+        state.revision = revision;
+        let change = Change {
+            revision,
+            workspace,
+            state,
+            origin: ChangeOrigin::Startup,
+        };
+        opened
+            .journal
+            .append(&Entry::Change(change.clone()))
+            .map_err(journal_error("write", &path))?;
+        opened.contents.apply(&change);
+        changes.push(change);
+    }
+    opened
+        .journal
+        .sync()
+        .map_err(journal_error("sync", &path))?;
+    opened.store.apply(&changes)?;
+    opened.store.checkpoint()?;
+    opened
+        .journal
+        .append(&Entry::Checkpoint(opened.contents.revision))
+        .and_then(|()| opened.journal.sync())
+        .map_err(journal_error("write", &path))?;
+    Ok(changes.len())
 }
 
 /// Rebuilds a damaged store: the database from a sound journal, or, when the journal is the

@@ -9,22 +9,25 @@
 //! subscriber that is slow to read only ever sees the newest list, and the daemon holds one copy
 //! of it however many connections are behind.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
+    self, ChangeResult, ListedRoot, RegisterParams, RemoveTarget, RootsListing, RootsSnapshot,
+    SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
-use crate::model::{Change, Contents, StoredRootV1, StoredWorkspaceV1};
+use crate::model::{Change, Contents};
+use crate::provenance;
 use crate::reconcile::Opened;
+use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
 pub struct Registry {
@@ -86,11 +89,25 @@ struct SessionRecord {
     /// times, and the daemon notes when that number grows.
     last_fetch_unix: Option<u64>,
     connected: Instant,
+    /// The session published its host's roots at least once: it withdraws them when it ends.
+    published: bool,
+    /// URIs the user removed (`rootsctl remove`) while this session published them: it does not
+    /// publish them again until its host's list drops them. Never more than the host's list.
+    declined: BTreeSet<String>,
 }
 
 impl Registry {
-    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it.
-    pub fn new(opened: Opened) -> Result<Self, StoreError> {
+    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it, once
+    /// whatever sessions of the daemon's previous run published is withdrawn: no session
+    /// outlives the daemon, and live ones publish again when they register.
+    pub fn new(mut opened: Opened) -> Result<Self, StoreError> {
+        let withdrawn = crate::reconcile::withdraw_sessions(&mut opened)?;
+        if withdrawn > 0 {
+            tracing::info!(
+                workspaces = withdrawn,
+                "withdrew the roots sessions of the previous run published; live sessions publish theirs again when they reconnect"
+            );
+        }
         let committed = Arc::new(RwLock::new(opened.contents.clone()));
         let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
@@ -148,6 +165,27 @@ impl Registry {
     /// The roots of `workspace`; an unknown workspace is empty at revision 0.
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
         snapshot_of(&self.committed.read().expect("committed"), workspace)
+    }
+
+    /// The roots of `workspace` with their origins, for `roots.list`.
+    pub async fn listing(&self, workspace: &WorkspaceName) -> RootsListing {
+        let model = self.committed.read().expect("committed");
+        let stored = model.workspaces.get(workspace);
+        RootsListing {
+            workspace: workspace.clone(),
+            revision: stored.map_or(0, |w| w.revision),
+            roots: stored
+                .map(|w| {
+                    w.roots
+                        .iter()
+                        .map(|r| ListedRoot {
+                            root: Root::from(r),
+                            origin: provenance::origins(r),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     /// Resolves, through [`watch::Receiver::changed`], each time the totals or the session count
@@ -220,10 +258,11 @@ impl Registry {
                 None => canonical.push((name, uri, path)),
             }
         }
-        self.write(workspace, |pending| {
-            Ok(plan_add(pending, workspace, canonical))
-        })
-        .await
+        let mut result = self
+            .commit(|pending| Ok(plan_add(pending, workspace, canonical)))
+            .await?;
+        self.count_notified(&mut result);
+        Ok(result)
     }
 
     /// Removes the roots `targets` name. If any target matches nothing, or a name matches several
@@ -233,20 +272,23 @@ impl Registry {
         workspace: &WorkspaceName,
         targets: Vec<RemoveTarget>,
     ) -> Result<ChangeResult, RequestError> {
-        self.write(workspace, |pending| {
-            plan_remove(pending, workspace, &targets)
-        })
-        .await
+        let (mut result, declines) = self
+            .commit(|pending| plan_remove(pending, workspace, &targets))
+            .await?;
+        // Only once the removal is durable: a removal that failed must not change what sessions
+        // publish.
+        self.decline(declines);
+        self.count_notified(&mut result);
+        Ok(result)
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
     /// durable; then it is acknowledged.
-    async fn write(
+    async fn commit<T>(
         &self,
-        workspace: &WorkspaceName,
-        plan: impl FnOnce(&Contents) -> Result<Plan<ChangeResult>, RequestError>,
-    ) -> Result<ChangeResult, RequestError> {
-        let (mut result, ticket) = self.committer.write(plan)?;
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
+    ) -> Result<T, RequestError> {
+        let (result, ticket) = self.committer.write(plan)?;
         if let Some(ticket) = ticket {
             match ticket.await {
                 Ok(Ok(())) => {}
@@ -259,10 +301,14 @@ impl Registry {
                 }
             }
         }
-        if !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty()) {
-            result.notified_sessions = self.notified(workspace, result.revision);
-        }
         Ok(result)
+    }
+
+    /// Fills in how many sessions hear of a change that changed something.
+    fn count_notified(&self, result: &mut ChangeResult) {
+        if changed(result) {
+            result.notified_sessions = self.notified(&result.workspace, result.revision);
+        }
     }
 
     /// Subscribes to every change, for `watch`: the receiver wakes after each change (bursts
@@ -314,6 +360,8 @@ impl Registry {
             last_fetch_unix: (params.state.fetches > 0).then(unix_now),
             state: params.state,
             connected: Instant::now(),
+            published: false,
+            declined: BTreeSet::new(),
         };
         self.sessions
             .lock()
@@ -443,14 +491,26 @@ impl Session<'_> {
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
-        self.registry
+        let record = self
+            .registry
             .sessions
             .lock()
             .expect("sessions lock")
             .remove(&self.id);
+        if let Some(record) = record.filter(|r| r.published) {
+            self.registry.withdraw(self.id, &record);
+        }
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
     }
+}
+
+/// Whether a change result reports a change of the workspace.
+fn changed(result: &ChangeResult) -> bool {
+    !(result.added.is_empty()
+        && result.renamed.is_empty()
+        && result.removed.is_empty()
+        && result.adopted.is_empty())
 }
 
 /// Counts a connected client for `status` until dropped.
@@ -459,118 +519,6 @@ pub struct ClientGuard<'a>(&'a Registry);
 impl Drop for ClientGuard<'_> {
     fn drop(&mut self) {
         self.0.clients.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
-fn plan_add(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
-) -> Plan<ChangeResult> {
-    let mut next = pending
-        .workspaces
-        .get(workspace)
-        .cloned()
-        .unwrap_or_default();
-    let mut result = empty_result(workspace);
-    for (name, uri, path) in canonical {
-        match next.roots.iter_mut().find(|r| r.uri == uri) {
-            Some(existing) if name.is_some() && existing.name != name => {
-                existing.name = name;
-                result.renamed.push(Root::from(&*existing));
-            }
-            Some(existing) => result.unchanged.push(Root::from(&*existing)),
-            None => {
-                // An unnamed root is named after its directory, as MCP clients usually do.
-                let root = Root {
-                    uri,
-                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
-                };
-                next.roots.push(StoredRootV1::from(&root));
-                result.added.push(root);
-            }
-        }
-    }
-    plan_change(pending, workspace, next, result)
-}
-
-/// The change removing what `targets` name from `workspace` in `pending`; refused if any
-/// target matches nothing or a name matches several roots.
-fn plan_remove(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    targets: &[RemoveTarget],
-) -> Result<Plan<ChangeResult>, RequestError> {
-    let current = pending
-        .workspaces
-        .get(workspace)
-        .cloned()
-        .unwrap_or_default();
-    // Every target is matched against the list as it was, so naming one root twice
-    // (`rootsctl remove app ./app`) removes it once.
-    let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
-    for target in targets {
-        let index = find_target(&current.roots, target, workspace)?;
-        if !doomed.contains(&index) {
-            doomed.push(index);
-        }
-    }
-    let mut result = empty_result(workspace);
-    result.removed = doomed
-        .iter()
-        .map(|&i| Root::from(&current.roots[i]))
-        .collect();
-    let mut next = current;
-    let mut index = 0;
-    next.roots.retain(|_| {
-        index += 1;
-        !doomed.contains(&(index - 1))
-    });
-    Ok(plan_change(pending, workspace, next, result))
-}
-
-/// `next` as the next revision of `workspace` if anything changed; else a no-op at the
-/// workspace's current revision.
-fn plan_change(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    mut next: StoredWorkspaceV1,
-    mut result: ChangeResult,
-) -> Plan<ChangeResult> {
-    result.total = next.roots.len();
-    let changed =
-        !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
-    if !changed {
-        result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
-        return Plan::Unchanged {
-            revision: result.revision,
-            reply: result,
-        };
-    }
-    let revision = pending.revision + 1;
-    next.revision = revision;
-    result.revision = revision;
-    Plan::Write(
-        Change {
-            revision,
-            workspace: workspace.clone(),
-            state: next,
-        },
-        result,
-    )
-}
-
-fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
-    ChangeResult {
-        workspace: workspace.clone(),
-        revision: 0,
-        added: Vec::new(),
-        renamed: Vec::new(),
-        unchanged: Vec::new(),
-        removed: Vec::new(),
-        total: 0,
-        notified_sessions: 0,
     }
 }
 
@@ -600,53 +548,9 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         notifications_sent: s.state.notifications_sent,
         fetch_behaviour: s.state.fetch_behaviour,
         withheld: s.state.withheld.clone(),
+        host_roots: s.state.host_roots.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
-}
-
-/// Finds the root a removal target names: by URI first, then by display name.
-fn find_target(
-    roots: &[StoredRootV1],
-    target: &RemoveTarget,
-    workspace: &WorkspaceName,
-) -> Result<usize, RequestError> {
-    if let Some(uri) = &target.uri {
-        let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
-        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
-            return Ok(index);
-        }
-    }
-    if let Some(name) = &target.name {
-        let matches: Vec<usize> = roots
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.name.as_deref() == Some(name))
-            .map(|(i, _)| i)
-            .collect();
-        match matches.as_slice() {
-            [index] => return Ok(*index),
-            [] => {}
-            _ => {
-                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
-                return Err(RequestError::new(
-                    wire::code::AMBIGUOUS,
-                    format!(
-                        "{:?} is the name of {} roots in workspace {workspace} ({}): remove them by path or URI instead",
-                        target.input,
-                        matches.len(),
-                        uris.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    Err(RequestError::new(
-        wire::code::NOT_FOUND,
-        format!(
-            "{:?} is not a root of workspace {workspace}: nothing was removed (see `rootsctl list --workspace {workspace}`)",
-            target.input
-        ),
-    ))
 }
 
 fn unix_now() -> u64 {
@@ -655,6 +559,10 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+#[path = "registry_plan.rs"]
+mod plan;
+#[path = "registry_publish.rs"]
+mod publish;
 #[cfg(test)]
 #[path = "registry_tests/mod.rs"]
 mod tests;

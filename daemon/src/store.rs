@@ -268,6 +268,8 @@ mod tests {
             roots: vec![crate::model::StoredRootV1 {
                 uri: "file:///a".into(),
                 name: Some("a".into()),
+                by_hand: true,
+                published_by: Vec::new(),
             }],
         };
         {
@@ -278,6 +280,7 @@ mod tests {
                     revision: 3,
                     workspace: ws("work"),
                     state: contents.clone(),
+                    origin: crate::model::ChangeOrigin::Hand,
                 }])
                 .unwrap();
             store.checkpoint().unwrap();
@@ -302,6 +305,7 @@ mod tests {
                 revision: 1,
                 workspace: ws("old"),
                 state: one(1),
+                origin: crate::model::ChangeOrigin::Hand,
             }])
             .unwrap();
         let mut contents = Contents {

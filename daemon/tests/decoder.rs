@@ -23,6 +23,7 @@ fn method() -> impl Strategy<Value = Value> {
             "watch",
             "session.register",
             "session.update",
+            "session.publish",
             "sessions.list",
             "wait",
         ])
@@ -62,6 +63,8 @@ fn params() -> impl Strategy<Value = Value> {
         "timeout_ms",
         "fetched_revision",
         "server",
+        "host_roots",
+        "mode",
         "x",
     ]);
     scalar.prop_recursive(3, 32, 5, move |inner| {

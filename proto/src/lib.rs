@@ -4,6 +4,7 @@
 //! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
 //! - [`mapping`]: `rootsctl proxy --map`, rewriting roots to the paths a server sees them under.
 //! - [`session`]: an MCP session's state, and the one rule for who hears of a change.
+//! - [`host_roots`]: `rootsctl proxy --host-roots`, what a session does with its host's roots.
 //! - [`workspace`]: what a valid workspace name is.
 //! - [`rendezvous`]: the record by which every client of a user finds the running daemon.
 //! - [`paths`]: where the socket and the state directory live, as a pure function of the
@@ -13,6 +14,7 @@
 //! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
 //! without starting anything.
 
+pub mod host_roots;
 pub mod mapping;
 pub mod modes;
 pub mod paths;

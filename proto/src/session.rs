@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::host_roots::HostRoots;
 use crate::mapping::Withheld;
 
 /// Which MCP protocol era a session speaks.
@@ -76,8 +77,9 @@ pub struct SessionState {
     /// A `list_changed` was sent and the server has not fetched since.
     #[serde(default)]
     pub notification_outstanding: bool,
-    /// The server asked for roots while none were available and was answered with an error,
-    /// which promised a `list_changed` once they are.
+    /// The server is owed a `list_changed`: it asked for roots while none were available and was
+    /// answered with an error, which promised one once they are; or the list it holds changed
+    /// in a way no revision shows (its host's roots, with `rootsctl proxy --host-roots merge`).
     #[serde(default)]
     pub owes_notification: bool,
     /// How many `list_changed` notifications the proxy has sent.
@@ -89,6 +91,10 @@ pub struct SessionState {
     /// reason, the first few listed. Without `--map` nothing is withheld.
     #[serde(default, skip_serializing_if = "Withheld::is_empty")]
     pub withheld: Withheld,
+    /// What the session does with its host's own roots (`rootsctl proxy --host-roots`), and what
+    /// it knows of them.
+    #[serde(default)]
+    pub host_roots: HostRoots,
 }
 
 impl SessionState {
@@ -109,6 +115,7 @@ impl SessionState {
             notifications_sent,
             fetch_behaviour,
             withheld,
+            host_roots,
         } = self;
         *list_changed != other.list_changed
             || *era != other.era
@@ -121,6 +128,7 @@ impl SessionState {
             || *notifications_sent != other.notifications_sent
             || *fetch_behaviour != other.fetch_behaviour
             || *withheld != other.withheld
+            || *host_roots != other.host_roots
     }
 }
 

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
 pub use crate::session::{Era, FetchBehaviour, ServerInfo, SessionState};
@@ -199,8 +200,8 @@ method!(
     Hello, "hello", HelloParams, HelloResult
 );
 method!(
-    /// `roots.list`: the roots of one workspace, in insertion order.
-    ListRoots, "roots.list", WorkspaceParams, RootsSnapshot
+    /// `roots.list`: the roots of one workspace, in insertion order, each with its origin.
+    ListRoots, "roots.list", WorkspaceParams, RootsListing
 );
 method!(
     /// `roots.add`: adds roots to a workspace, or renames existing ones; atomic.
@@ -232,6 +233,12 @@ method!(
     /// `session.update` (usually a notification): the session's whole state, which replaces what
     /// the daemon held.
     UpdateSession, "session.update", SessionState, EmptyResult
+);
+method!(
+    /// `session.publish`: the host's whole current list of roots, which the session publishes
+    /// into its workspace (`rootsctl proxy --host-roots publish`) in place of what it published
+    /// before. Acknowledged once durable.
+    PublishRoots, "session.publish", PublishParams, PublishResult
 );
 method!(
     /// `sessions.list`: every live MCP session.
@@ -282,6 +289,57 @@ pub struct RootsSnapshot {
     pub roots: Vec<Root>,
 }
 
+/// One workspace's roots at one store revision, each with where it comes from: what
+/// `roots.list` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootsListing {
+    pub workspace: WorkspaceName,
+    pub revision: u64,
+    pub roots: Vec<ListedRoot>,
+}
+
+impl From<RootsListing> for RootsSnapshot {
+    /// The listing without who holds each root: what sessions and servers are given.
+    fn from(listing: RootsListing) -> Self {
+        Self {
+            workspace: listing.workspace,
+            revision: listing.revision,
+            roots: listing
+                .roots
+                .into_iter()
+                .map(|listed| listed.root)
+                .collect(),
+        }
+    }
+}
+
+/// A root as `roots.list` shows it: MCP's `Root`, and who holds it in the workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedRoot {
+    #[serde(flatten)]
+    pub root: Root,
+    /// Who holds the root: the user (`{"by":"hand"}`), sessions that publish their host's roots
+    /// (`{"by":"session",…}`), or both. Never empty from a daemon that knows origins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origin: Vec<RootOrigin>,
+}
+
+/// Why a root is in its workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum RootOrigin {
+    /// Added by hand (`rootsctl add`, `roots.add`): it stays until removed.
+    Hand,
+    /// Published by a live session from its host's roots: it goes when the session ends.
+    Session {
+        session: u64,
+        #[serde(default)]
+        label: String,
+        #[serde(default)]
+        pid: u32,
+    },
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddParams {
     #[serde(default)]
@@ -323,6 +381,10 @@ pub struct ChangeResult {
     pub unchanged: Vec<Root>,
     #[serde(default)]
     pub removed: Vec<Root>,
+    /// Roots that were in the workspace only because sessions published them, and are now the
+    /// user's too: they stay when those sessions end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<Root>,
     /// How many roots the workspace has now.
     pub total: usize,
     /// How many sessions of the workspace will be sent `list_changed` for this change.
@@ -418,6 +480,29 @@ pub struct RegisterResult {
     pub snapshot: RootsSnapshot,
 }
 
+/// `session.publish`: the host's roots, all of them, replacing what the session published before.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishParams {
+    /// Canonical local `file://` URIs, at most [`crate::host_roots::MAX_HOST_ROOTS`]; an empty
+    /// list withdraws everything the session published.
+    pub roots: Vec<Root>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishResult {
+    pub workspace: WorkspaceName,
+    /// The store revision from which the workspace holds this publication (its current revision
+    /// if nothing changed).
+    pub revision: u64,
+    /// How many roots the session publishes now.
+    pub published: usize,
+    /// Roots of the list that the session does not publish, because the user removed them
+    /// (`rootsctl remove`) while it published them; they come back only once the host drops
+    /// them and offers them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declined: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionInfo {
     pub id: u64,
@@ -443,6 +528,9 @@ pub struct SessionInfo {
     /// The roots the server was not given (`rootsctl proxy --map`); absent when none were.
     #[serde(default, skip_serializing_if = "Withheld::is_empty")]
     pub withheld: Withheld,
+    /// What the session does with its host's roots (`rootsctl proxy --host-roots`).
+    #[serde(default)]
+    pub host_roots: HostRoots,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -501,6 +589,32 @@ mod tests {
         let v = serde_json::to_value(&n).unwrap();
         assert!(v.get("id").is_none());
         assert_eq!(v["params"]["fetched_revision"], 3);
+    }
+
+    #[test]
+    fn a_listed_root_is_mcps_root_with_its_origin_beside() {
+        let listed = ListedRoot {
+            root: Root {
+                uri: "file:///a".into(),
+                name: Some("a".into()),
+            },
+            origin: vec![
+                RootOrigin::Hand,
+                RootOrigin::Session {
+                    session: 3,
+                    label: "code".into(),
+                    pid: 42,
+                },
+            ],
+        };
+        let value = serde_json::to_value(&listed).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"uri":"file:///a","name":"a","origin":[{"by":"hand"},{"by":"session","session":3,"label":"code","pid":42}]})
+        );
+        assert_eq!(serde_json::from_value::<ListedRoot>(value).unwrap(), listed);
+        let bare: ListedRoot = serde_json::from_str(r#"{"uri":"file:///b"}"#).unwrap();
+        assert!(bare.origin.is_empty() && bare.root.name.is_none());
     }
 
     #[test]

@@ -72,7 +72,8 @@ async fn every_workspace(
                 .call::<ListRoots>(&WorkspaceParams {
                     workspace: workspace.name,
                 })
-                .await?,
+                .await?
+                .into(),
         );
     }
     Ok(workspaces)

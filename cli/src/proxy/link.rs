@@ -1,19 +1,24 @@
 //! The proxy's connection to rootsd: register the session, receive the workspace's lists, report
-//! the session's state, and survive the daemon going away.
+//! the session's state, publish the host's roots, and survive the daemon going away.
 //!
 //! The link runs as its own task so that the relay never waits for the daemon: roots are served
 //! from the last list the daemon pushed. The relay hands the link its whole session state each
 //! time it changes; the link keeps only the newest, sends it, and registers with it after a
-//! reconnection, so the daemon always holds exactly what the proxy knows.
+//! reconnection, so the daemon always holds exactly what the proxy knows. Publications of the
+//! host's roots (`--host-roots publish`) work the same way: the newest replaces the last, and
+//! after a reconnection it is published again before the session's first list is handed over,
+//! since a restarted daemon withdrew it.
 
 use std::time::Duration;
 
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::{
-    RegisterParams, RegisterSession, RootsChanged, RootsSnapshot, UpdateSession,
+    PublishParams, PublishRoots, RegisterParams, RegisterSession, RootsChanged, RootsSnapshot,
+    UpdateSession,
 };
 use tokio::sync::watch;
 
+use super::relay::{Publication, PublishAck};
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
 use crate::output::escape_controls;
@@ -22,33 +27,61 @@ use crate::output::escape_controls;
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
 
+/// The proxy's end of the link.
+pub struct Link {
+    /// The session's state, for the daemon. Dropping it ends the link.
+    pub states: watch::Sender<SessionState>,
+    /// The host's roots, to publish.
+    pub publications: watch::Sender<Option<Publication>>,
+    /// What became of the last publication.
+    pub acks: watch::Receiver<Option<PublishAck>>,
+}
+
 /// Starts the link. The newest list for the session's workspace (on registration and on every
-/// change) arrives on `roots`; states sent on the returned channel reach the daemon. Both
-/// channels hold only the newest value, which is all either side needs. Dropping the returned
-/// sender ends the link.
+/// change) arrives on `roots`; states and publications sent on the returned channels reach the
+/// daemon. Every channel holds only the newest value, which is all either side needs.
 pub fn spawn(
     target: Target,
     params: RegisterParams,
     roots: watch::Sender<Option<RootsSnapshot>>,
-) -> watch::Sender<SessionState> {
+) -> Link {
     let (states, receiver) = watch::channel(params.state.clone());
-    tokio::spawn(run(target, params, roots, receiver));
-    states
+    let (publications, publication_receiver) = watch::channel(None);
+    let (ack_sender, acks) = watch::channel(None);
+    let channels = Channels {
+        roots,
+        states: receiver,
+        publications: publication_receiver,
+        acks: ack_sender,
+        declined: Vec::new(),
+    };
+    tokio::spawn(run(target, params, channels));
+    Link {
+        states,
+        publications,
+        acks,
+    }
 }
 
-async fn run(
-    target: Target,
-    mut params: RegisterParams,
+/// The link task's ends of the channels.
+struct Channels {
     roots: watch::Sender<Option<RootsSnapshot>>,
-    mut states: watch::Receiver<SessionState>,
-) {
+    states: watch::Receiver<SessionState>,
+    publications: watch::Receiver<Option<Publication>>,
+    acks: watch::Sender<Option<PublishAck>>,
+    /// What the daemon last said it did not publish because the user removed it, to say so
+    /// once per change.
+    declined: Vec<String>,
+}
+
+async fn run(target: Target, mut params: RegisterParams, mut channels: Channels) {
     let mut backoff = FIRST_RETRY;
     let mut connected_before = false;
     // Autostart only when the proxy starts: a daemon that goes away later may have been stopped
     // on purpose, and under systemd socket activation reconnecting starts it anyway.
     let mut target_now = target.clone();
     loop {
-        params.state = states.borrow_and_update().clone();
+        params.state = channels.states.borrow_and_update().clone();
         match register(&target_now, &params).await {
             Ok((mut client, snapshot)) => {
                 if connected_before {
@@ -59,10 +92,26 @@ async fn run(
                 }
                 connected_before = true;
                 backoff = FIRST_RETRY;
-                if roots.send(Some(snapshot)).is_err() {
-                    return;
-                }
-                match serve(&mut client, &roots, &mut states).await {
+                // What this session published is not in a new daemon's list: publish it before
+                // handing the list over, so that the server is not told of a list without it.
+                let publication = channels.publications.borrow_and_update().clone();
+                let published = match publication {
+                    Some(publication) => publish(&mut client, &publication, &mut channels)
+                        .await
+                        .map(|revision| revision > snapshot.revision),
+                    None => Ok(false),
+                };
+                let ended = match published {
+                    Err(lost) => Ended::Lost(lost),
+                    Ok(newer) => {
+                        // A newer list than the registration's follows as a push.
+                        if !newer && channels.roots.send(Some(snapshot)).is_err() {
+                            return;
+                        }
+                        serve(&mut client, &mut channels).await
+                    }
+                };
+                match ended {
                     Ended::ProxyDone => return,
                     Ended::Lost(reason) => {
                         eprintln!(
@@ -87,7 +136,7 @@ async fn run(
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(retry_at) => break,
-                changed = states.changed() => if changed.is_err() { return },
+                changed = channels.states.changed() => if changed.is_err() { return },
             }
         }
         backoff = (backoff * 2).min(LAST_RETRY);
@@ -108,30 +157,86 @@ async fn register(
     Ok((client, result.snapshot))
 }
 
-async fn serve(
-    client: &mut Client,
-    roots: &watch::Sender<Option<RootsSnapshot>>,
-    states: &mut watch::Receiver<SessionState>,
-) -> Ended {
+async fn serve(client: &mut Client, channels: &mut Channels) -> Ended {
     loop {
         tokio::select! {
             pushed = client.next_push::<RootsChanged>() => match pushed {
                 Ok(snapshot) => {
-                    if roots.send(Some(snapshot)).is_err() {
+                    if channels.roots.send(Some(snapshot)).is_err() {
                         return Ended::ProxyDone;
                     }
                 }
                 Err(err) => return Ended::Lost(err.to_string()),
             },
-            changed = states.changed() => {
+            changed = channels.states.changed() => {
                 if changed.is_err() {
                     return Ended::ProxyDone;
                 }
-                let state = states.borrow_and_update().clone();
+                let state = channels.states.borrow_and_update().clone();
                 if let Err(err) = client.notify::<UpdateSession>(&state).await {
                     return Ended::Lost(err.to_string());
                 }
             }
+            changed = channels.publications.changed() => {
+                if changed.is_err() {
+                    return Ended::ProxyDone;
+                }
+                let publication = channels.publications.borrow_and_update().clone();
+                if let Some(publication) = publication
+                    && let Err(lost) = publish(client, &publication, channels).await
+                {
+                    return Ended::Lost(lost);
+                }
+            }
         }
     }
+}
+
+/// Publishes the host's roots and acknowledges the publication to the relay. Returns the
+/// revision from which the workspace holds them (the current one if the daemon refused them),
+/// or why the daemon was lost.
+async fn publish(
+    client: &mut Client,
+    publication: &Publication,
+    channels: &mut Channels,
+) -> Result<u64, String> {
+    let params = PublishParams {
+        roots: publication.roots.clone(),
+    };
+    let generation = publication.generation;
+    let (ack, revision) = match client.call::<PublishRoots>(&params).await {
+        Ok(result) => {
+            if result.declined != channels.declined {
+                if !result.declined.is_empty() {
+                    eprintln!(
+                        "rootsctl proxy: not publishing {} of the host's roots, which were removed from workspace {} by hand while published (rootsctl remove); they are published again once the host drops them and offers them anew: {}",
+                        result.declined.len(),
+                        result.workspace,
+                        escape_controls(&result.declined.join(", "))
+                    );
+                }
+                channels.declined = result.declined;
+            }
+            (
+                PublishAck::Done {
+                    generation,
+                    revision: result.revision,
+                },
+                result.revision,
+            )
+        }
+        Err(ClientError::Refused(error)) => {
+            eprintln!(
+                "rootsctl proxy: rootsd refused to publish the host's roots: {}",
+                escape_controls(&error.message)
+            );
+            (PublishAck::Failed { generation }, 0)
+        }
+        Err(other) => {
+            let _ = channels.acks.send(Some(PublishAck::Failed { generation }));
+            return Err(other.to_string());
+        }
+    };
+    let _ = channels.acks.send(Some(ack));
+    Ok(revision)
 }

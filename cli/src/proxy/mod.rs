@@ -72,11 +72,16 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         .unwrap_or_else(|| label::default_label(&args.command));
     let config = Config {
         mapping,
+        host_roots: args.host_roots.into(),
         ..Config::new(!args.no_list_changed)
     };
     let mut relay = Relay::new(config, Instant::now());
     let (roots_tx, mut roots) = watch::channel(None);
-    let states = link::spawn(
+    let link::Link {
+        states,
+        publications,
+        mut acks,
+    } = link::spawn(
         target.clone(),
         RegisterParams {
             workspace: args.workspace.workspace.clone(),
@@ -96,6 +101,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let mut host_open = true;
     let mut server_open = true;
     let mut roots_open = true;
+    let mut acks_open = true;
     let mut exited: Option<ExitStatus> = None;
     let mut escalation: Option<(Instant, Escalation)> = None;
     let mut output_deadline: Option<Instant> = None;
@@ -163,6 +169,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 }
                 Err(_) => roots_open = false,
             },
+            changed = acks.changed(), if acks_open => match changed {
+                Ok(()) => {
+                    let ack = *acks.borrow_and_update();
+                    if let Some(ack) = ack {
+                        relay.published(ack, Instant::now());
+                    }
+                }
+                Err(_) => acks_open = false,
+            },
             () = &mut timer, if wake_at.is_some() => {
                 let now = Instant::now();
                 if relay_deadline.is_some_and(|at| at <= now) {
@@ -215,10 +230,14 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 Output::Fetched => {
                     fetch_report_at.get_or_insert_with(|| Instant::now() + COUNT_REPORT_DELAY);
                 }
+                Output::Publish(publication) => {
+                    publications.send_replace(Some(publication));
+                }
             }
         }
     }
     drop(states);
+    drop(publications);
     // Everything the server said must reach the host before the proxy exits, unless the host
     // stopped reading.
     let _ = tokio::time::timeout(FINAL_WRITE_GRACE, to_host.finish()).await;

@@ -19,8 +19,9 @@
 //! the reported revision, and an operation that changes nothing (or is refused) publishes nothing
 //! and leaves every workspace and the store revision as they were.
 //!
-//! These tests cover only the roots half of the registry (`add`, `remove`, `snapshot`, `totals`,
-//! `workspaces`, `subscribe_feed`); sessions are tested end to end.
+//! These tests cover the roots half of the registry (`add`, `remove`, `snapshot`, `totals`,
+//! `workspaces`, `subscribe_feed`); `publish.rs` covers the roots sessions publish, and the rest
+//! of sessions is tested end to end.
 
 use std::fmt::Write as _;
 
@@ -315,4 +316,5 @@ fn dedent(text: &str) -> String {
 }
 
 mod add;
+mod publish;
 mod remove;

@@ -6,8 +6,8 @@
 use rootsd::envelope::{failure_line, params, parse_request};
 use rootsd::error::RequestError;
 use rootsd_proto::wire::{
-    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, RegisterSession, RemoveRoots,
-    Status, UpdateSession, WaitForSessions, Watch, code,
+    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, PublishRoots,
+    RegisterSession, RemoveRoots, Status, UpdateSession, WaitForSessions, Watch, code,
 };
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -93,6 +93,7 @@ fn typed(method: &str, raw: Option<&RawValue>) -> Option<(&'static str, Result<(
         Watch::NAME => read::<Watch>(params),
         RegisterSession::NAME => read::<RegisterSession>(params),
         UpdateSession::NAME => read::<UpdateSession>(params),
+        PublishRoots::NAME => read::<PublishRoots>(params),
         ListSessions::NAME => read::<ListSessions>(params),
         WaitForSessions::NAME => read::<WaitForSessions>(params),
         _ => None,

@@ -149,17 +149,23 @@ fn list_marks_gone_roots_and_long_json_says_why_while_the_workspace_keeps_them()
     // A ListRootsResult whose roots say more: MCP's fields first, in MCP's order.
     assert!(text.starts_with(r#"{"roots":[{"uri":"file://"#), "{text}");
     let root = |dir: &Path, name: &str| json!({"uri": plain_uri(dir), "name": name});
+    // With --long every root also says who holds it: here, all were added by hand.
+    let by_hand = |dir: &Path, name: &str| {
+        let mut root = root(dir, name);
+        root["origin"] = json!([{"by": "hand"}]);
+        root
+    };
     let with_gone = |mut root: Value, gone: Value| {
         root["gone"] = gone;
         root
     };
     let long = json!({"roots": [
-        root(&scene.present, "present"),
-        with_gone(root(&scene.deleted, "deleted"), gone("missing", "no such file or directory")),
-        with_gone(root(&scene.unmounted, "photos"), gone("missing", "no such file or directory")),
-        with_gone(root(&scene.now_a_file, "now-a-file"), gone("not_a_directory", "it is a regular file")),
-        with_gone(root(&scene.closed, "closed"), gone("unreadable", "cannot list or enter it: permission denied")),
-        with_gone(root(&scene.locked_in, "in"), gone("unreadable", "cannot reach it: permission denied on a directory above it")),
+        by_hand(&scene.present, "present"),
+        with_gone(by_hand(&scene.deleted, "deleted"), gone("missing", "no such file or directory")),
+        with_gone(by_hand(&scene.unmounted, "photos"), gone("missing", "no such file or directory")),
+        with_gone(by_hand(&scene.now_a_file, "now-a-file"), gone("not_a_directory", "it is a regular file")),
+        with_gone(by_hand(&scene.closed, "closed"), gone("unreadable", "cannot list or enter it: permission denied")),
+        with_gone(by_hand(&scene.locked_in, "in"), gone("unreadable", "cannot reach it: permission denied on a directory above it")),
     ]});
     assert_eq!(parse(&text), long);
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 use rootsd_tests::{PATIENCE, Sandbox, eventually};
 use serde_json::{Value, json};
 
-use crate::support::{HANDSHAKE_VERSION, is_response_to, show};
+use crate::support::{HANDSHAKE_VERSION, is_method, is_response_to, show};
 
 /// How many lines the host's reader takes from the proxy ahead of the test: enough that no test
 /// waits on it, few enough that a host that stops reading stops soon.
@@ -245,6 +245,40 @@ impl Proxy {
     #[track_caller]
     pub fn next_message(&mut self) -> Value {
         self.next_message_with_line().0
+    }
+
+    /// The next request the proxy sends the host for `method` (its own `roots/list`, say); other
+    /// messages stay unread.
+    #[track_caller]
+    pub fn request_from_proxy(&mut self, method: &str) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(index) = self
+                .unread
+                .iter()
+                .position(|(m, _)| is_method(m, method) && m.get("id").is_some())
+            {
+                return self.unread.remove(index).expect("index is in range").0;
+            }
+            self.read_one(deadline, &format!("a {method} request"));
+        }
+    }
+
+    /// Answers the proxy's next `roots/list` with `roots`, as a host that has roots of its own
+    /// does.
+    #[track_caller]
+    pub fn answer_roots(&mut self, roots: Value) {
+        let request = self.request_from_proxy("roots/list");
+        self.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": roots}}));
+    }
+
+    /// The handshake of a host that declares roots of its own (with `listChanged`), through
+    /// `notifications/initialized`.
+    #[track_caller]
+    pub fn initialize_with_roots(&mut self) {
+        let id = self.send_initialize(json!({"roots": {"listChanged": true}}));
+        let response = self.response(&id);
+        self.finish_initialize(&response);
     }
 
     /// Sends `initialize` with `capabilities` (the proxy adds roots); does not wait.

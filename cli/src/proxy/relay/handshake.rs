@@ -171,8 +171,9 @@ impl Handshake {
             .min()
     }
 
-    /// Refuses the requests that waited their whole patience, and concludes that a server that
-    /// let a notification go unanswered fetches on use.
+    /// Answers the requests that waited their whole patience with the list there is, or refuses
+    /// them if there is none; and concludes that a server that let a notification go unanswered
+    /// fetches on use.
     pub(super) fn tick(&mut self, shared: &mut Shared) {
         let now = shared.now;
         let (expired, waiting): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
@@ -183,7 +184,12 @@ impl Handshake {
             shared.roots.given_up = true;
         }
         for group in expired {
-            self.refuse(shared, &group.ids, group.batch);
+            if shared.roots.snapshot.is_some() {
+                // It waited for the host's roots in vain: the workspace's must do.
+                self.answer(shared, &group.ids, group.batch);
+            } else {
+                self.refuse(shared, &group.ids, group.batch);
+            }
         }
         if self.notify_deadline.is_some_and(|d| d <= now) {
             self.notify_deadline = None;
@@ -219,6 +225,8 @@ impl Handshake {
         send(shared, replies, batch);
         shared.note_fetch();
         shared.state.notification_outstanding = false;
+        // It holds the newest list now, whatever it was owed.
+        shared.state.owes_notification = false;
         if self.notify_deadline.take().is_some() {
             // A fetch within the window after a notification shows that the server keeps its
             // list up to date by itself.

@@ -4,21 +4,27 @@
 //!
 //! This module handles what both protocol eras share: splitting a line into messages (a
 //! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, the
-//! requests in flight, and the roots the daemon last sent (rewritten for the server once per
-//! change when the proxy runs with `--map`, [`Mapping`]; both eras answer from that one list).
-//! The rules of each era live beside it:
+//! requests in flight, and the list the server is given: the roots the daemon last sent, joined
+//! by the host's own with `--host-roots merge` ([`host_roots`]), rewritten with `--map`
+//! ([`Mapping`]), built once per change; both eras answer from that one list. The rules of each
+//! era live beside it:
 //! - [`handshake`] (2024-11-05 … 2025-11-25): the host's `initialize` gains
 //!   `capabilities.roots`; the server's `roots/list` is answered here and never reaches the host;
 //!   the host's own `notifications/roots/list_changed` is dropped; `list_changed` goes to the
 //!   server when [`rootsd_proto::session::notice`] says it is due;
 //! - [`stateless`] (2026-07-28): requests that may need roots gain `roots: {}` in their client
 //!   capabilities, and `roots/list` entries of `input_required` results are answered here,
-//!   retrying with a new id.
+//!   retrying with a new id;
+//! - [`host_roots`] (both eras, `--host-roots merge|publish`): the host's own roots, asked for
+//!   and taken from its answers.
 //!
 //! Every other message, and every part of a message the proxy does not change, is forwarded byte
 //! for byte: changes are spliced into the original line ([`json::Editor`]).
 
 mod handshake;
+mod host_roots;
+#[cfg(test)]
+mod host_tests;
 mod json;
 #[cfg(test)]
 mod map_tests;
@@ -32,19 +38,24 @@ mod stateless;
 mod tests;
 #[cfg(test)]
 mod transcript;
+#[cfg(test)]
+mod transcript_2026;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use rootsd_proto::host_roots::{HostRoots, HostRootsMode};
 use rootsd_proto::mapping::Mapping;
-use rootsd_proto::root::{ListRootsResult, Root};
+use rootsd_proto::root::Root;
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::RootsSnapshot;
 
 use handshake::Handshake;
+use host_roots::HostSide;
 use message::Msg;
 use stateless::Stateless;
 
+pub use host_roots::{Publication, PublishAck};
 pub use stateless::MAX_MRTR_ROUNDS;
 
 /// How long a request for roots may wait for the daemon's first list before it is answered with
@@ -55,6 +66,11 @@ pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
 /// does not react to notifications and fetches on use instead. The reference filesystem server
 /// reacts within milliseconds.
 pub const NOTIFY_WINDOW: Duration = Duration::from_secs(1);
+
+/// How long the host has to answer the proxy's `roots/list` (`--host-roots merge|publish`), and
+/// how long answers of roots wait for the host's first list or for a publication to come back
+/// from the daemon. Hosts answer in milliseconds; one that does not holds nothing up for longer.
+pub const HOST_ROOTS_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How many requests of the host the relay follows at once (for id uniqueness and the era);
 /// past that, new ones are forwarded without being followed.
@@ -70,6 +86,9 @@ pub struct Config {
     /// `--map`: the server sees each root at its mapped path, and not at all outside the maps.
     /// `None` gives it the daemon's list as it is.
     pub mapping: Option<Mapping>,
+    /// `--host-roots`: what the session does with the host's own roots.
+    pub host_roots: HostRootsMode,
+    pub host_patience: Duration,
 }
 
 impl Config {
@@ -79,6 +98,8 @@ impl Config {
             patience: FIRST_LIST_PATIENCE,
             notify_window: NOTIFY_WINDOW,
             mapping: None,
+            host_roots: HostRootsMode::Replace,
+            host_patience: HOST_ROOTS_PATIENCE,
         }
     }
 }
@@ -95,6 +116,9 @@ pub enum Output {
     /// The server fetched again and only the count in [`Relay::state`] moved: worth telling
     /// the daemon, but not at once.
     Fetched,
+    /// `--host-roots publish`: the host's list, for the daemon; acknowledge it with
+    /// [`Relay::published`].
+    Publish(Publication),
 }
 
 /// Which side a line came from.
@@ -118,9 +142,15 @@ enum Fate {
 #[derive(Default)]
 struct Roots {
     snapshot: Option<RootsSnapshot>,
-    /// `{"roots":[…]}` as the server is to see the snapshot (mapped, with `--map`), serialised
-    /// once per change: `roots/list` is on the hot path.
+    /// `{"roots":[…]}` as the server is to see it (with the host's roots merged, mapped),
+    /// serialised once per change: `roots/list` is on the hot path.
     json: Vec<u8>,
+    /// The server was given `json` as it is now: a new revision that leaves it unchanged (a
+    /// change outside the `--map`s, a root the host already gave, a change of who holds a root)
+    /// leaves the server up to date.
+    given: bool,
+    /// Answers wait for the host's roots ([`HostSide::holds`]).
+    held: bool,
     /// A request waited its whole patience for a first list in vain: until one arrives, requests
     /// for roots are answered with an error at once.
     given_up: bool,
@@ -139,6 +169,7 @@ enum Availability {
 impl Roots {
     fn availability(&self) -> Availability {
         match (&self.snapshot, self.given_up) {
+            (Some(_), _) if self.held => Availability::Awaited,
             (Some(_), _) => Availability::Ready,
             (None, false) => Availability::Awaited,
             (None, true) => Availability::Unavailable,
@@ -162,6 +193,7 @@ struct Shared {
     config: Config,
     state: SessionState,
     roots: Roots,
+    host: HostSide,
     now: Instant,
     /// Host requests whose responses have not passed yet.
     in_flight: HashMap<Vec<u8>, InFlight>,
@@ -178,7 +210,43 @@ impl Shared {
         if let Some(revision) = self.roots.revision() {
             self.state.fetched_revision = Some(revision);
             self.state.fetches += 1;
+            self.roots.given = true;
         }
+    }
+
+    /// Builds the list the server is to see from the daemon's (with the host's merged, then
+    /// mapped). Returns whether it changed.
+    fn refresh_served(&mut self) -> bool {
+        let Some(snapshot) = &self.roots.snapshot else {
+            return false;
+        };
+        let merged;
+        let roots = match self.host.merged(self.config.host_roots) {
+            Some(host) => {
+                merged = rootsd_proto::host_roots::union(&snapshot.roots, host);
+                &merged
+            }
+            None => &snapshot.roots,
+        };
+        let json = match &self.config.mapping {
+            None => roots_json(roots),
+            Some(mapping) => {
+                let mapped = mapping.apply(roots);
+                self.state.withheld = mapped.withheld;
+                roots_json(&mapped.roots)
+            }
+        };
+        if json == self.roots.json {
+            return false;
+        }
+        self.roots.json = json;
+        self.roots.given = false;
+        true
+    }
+
+    /// Whether answers wait for the host's roots, now.
+    fn update_held(&mut self) {
+        self.roots.held = self.host.holds(self.roots.revision());
     }
 }
 
@@ -194,16 +262,22 @@ pub struct Relay {
 /// What to do after a host line was forwarded.
 enum After {
     Initialized,
+    /// The host gave its roots, and the list the server sees changed, or a wait may be over.
+    HostRootsChanged,
 }
 
 impl Relay {
     pub fn new(config: Config, now: Instant) -> Self {
-        let state = SessionState::default();
+        let state = SessionState {
+            host_roots: HostRoots::new(config.host_roots),
+            ..SessionState::default()
+        };
         Self {
             shared: Shared {
                 config,
                 state: state.clone(),
                 roots: Roots::default(),
+                host: HostSide::default(),
                 now,
                 in_flight: HashMap::new(),
                 out: Vec::new(),
@@ -237,6 +311,7 @@ impl Relay {
         [
             self.handshake.next_deadline(),
             self.stateless.next_deadline(),
+            self.shared.host.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -246,8 +321,33 @@ impl Relay {
     /// The clock reached `now`: give up on what waited too long.
     pub fn tick(&mut self, now: Instant) {
         self.shared.now = now;
+        host_roots::tick(&mut self.shared);
+        self.release();
         self.handshake.tick(&mut self.shared);
         self.stateless.tick(&mut self.shared);
+    }
+
+    /// What became of a publication of the host's roots (`--host-roots publish`).
+    pub fn published(&mut self, ack: PublishAck, now: Instant) {
+        self.shared.now = now;
+        host_roots::acknowledged(&mut self.shared, ack);
+        self.release();
+    }
+
+    /// Answers what waited for roots, if they can be answered now.
+    fn release(&mut self) {
+        self.shared.update_held();
+        if self.shared.roots.availability() == Availability::Ready {
+            self.handshake.answer_waiting(&mut self.shared);
+            self.stateless.resume_parked(&mut self.shared);
+        }
+    }
+
+    /// The list the server sees changed without a new revision (its host's roots, with
+    /// `merge`): tell it, as a change of revision would.
+    fn served_changed(&mut self) {
+        self.release();
+        self.handshake.maybe_notify(&mut self.shared);
     }
 
     /// A line from the host. It is taken by value: a line the proxy does not change (most of
@@ -269,29 +369,19 @@ impl Relay {
         if self.shared.roots.snapshot.as_ref() == Some(&snapshot) {
             return;
         }
-        let json = match &self.shared.config.mapping {
-            None => roots_json(snapshot.roots.clone()),
-            Some(mapping) => {
-                let mapped = mapping.apply(&snapshot.roots);
-                self.shared.state.withheld = mapped.withheld;
-                let json = roots_json(mapped.roots);
-                // A change the server cannot see (all of it outside the maps) leaves it holding
-                // the new revision's list already: it is not notified, and `wait` finds it
-                // caught up as soon as this state reaches the daemon.
-                let holds_it = self.shared.state.fetched_revision.is_some()
-                    && self.shared.state.fetched_revision == self.shared.roots.revision()
-                    && json == self.shared.roots.json;
-                if holds_it {
-                    self.shared.state.fetched_revision = Some(snapshot.revision);
-                }
-                json
-            }
-        };
-        self.shared.roots.json = json;
+        let revision = snapshot.revision;
         self.shared.roots.snapshot = Some(snapshot);
         self.shared.roots.given_up = false;
-        self.handshake.answer_waiting(&mut self.shared);
-        self.stateless.resume_parked(&mut self.shared);
+        let changed = self.shared.refresh_served();
+        if !changed && self.shared.roots.given {
+            // A change the server cannot see (outside the maps, a root its host gave already, a
+            // change of who holds a root) leaves it holding the new revision's list already: it
+            // is not notified, and `wait` finds it caught up as soon as this state reaches the
+            // daemon.
+            self.shared.state.fetched_revision = Some(revision);
+        }
+        host_roots::daemon_list(&mut self.shared, revision);
+        self.release();
         self.handshake.maybe_notify(&mut self.shared);
     }
 
@@ -318,6 +408,12 @@ impl Relay {
         let output = match (side, leading.request) {
             (Side::Host, true) => Output::ToHost(message::internal_error(&id, &message)),
             (Side::Server, true) => Output::ToServer(message::internal_error(&id, &message)),
+            (Side::Host, false) if self.shared.host.owns(&id) => {
+                // The host's answer to the proxy's own roots/list: nothing for the server.
+                host_roots::too_long(&mut self.shared, &id);
+                self.release();
+                return;
+            }
             (Side::Host, false) => Output::ToServer(message::internal_error(&id, &message)),
             (Side::Server, false) => {
                 // The host knows the request by its own id, which a retry may have replaced.
@@ -395,7 +491,12 @@ impl Relay {
         }
         for effect in after {
             match effect {
-                After::Initialized => self.handshake.initialized(&mut self.shared),
+                After::Initialized => {
+                    self.handshake.initialized(&mut self.shared);
+                    host_roots::initialized(&mut self.shared);
+                    self.shared.update_held();
+                }
+                After::HostRootsChanged => self.served_changed(),
             }
         }
     }
@@ -406,13 +507,24 @@ impl Relay {
         match (method.as_deref(), msg.id()) {
             (Some("initialize"), Some(id)) => {
                 self.follow(id, false);
+                host_roots::initialize(&mut self.shared, msg);
                 self.handshake.initialize(&mut self.shared, msg, id)
             }
             (Some("notifications/initialized"), None) => {
                 after.push(After::Initialized);
                 Fate::Keep
             }
-            (Some("notifications/roots/list_changed"), None) => Fate::Drop,
+            (Some("notifications/roots/list_changed"), None) => {
+                // Never the server's: the proxy tells it about its own list. The host's list is
+                // asked for again.
+                host_roots::list_changed(&mut self.shared);
+                Fate::Drop
+            }
+            (None, Some(id)) if msg.is_response() && self.shared.host.owns(id) => {
+                host_roots::answered(&mut self.shared, msg);
+                after.push(After::HostRootsChanged);
+                Fate::Drop
+            }
             (Some("notifications/cancelled"), None) => {
                 self.stateless.host_cancel(&self.shared, msg)
             }
@@ -472,8 +584,13 @@ impl Relay {
     }
 }
 
-/// `{"roots":[…]}`, as `roots/list` answers it.
-fn roots_json(roots: Vec<Root>) -> Vec<u8> {
+/// `{"roots":[…]}`, as `roots/list` answers it (MCP's `ListRootsResult`, without copying the
+/// roots into one).
+fn roots_json(roots: &[Root]) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct ListRootsResult<'a> {
+        roots: &'a [Root],
+    }
     serde_json::to_vec(&ListRootsResult { roots }).expect("roots always serialise")
 }
 

@@ -8,7 +8,10 @@
 //! answered and retried here, unseen by the host; a result that also asks for elicitation or
 //! sampling goes to the host without the roots part, which the proxy adds to the host's retry.
 //! Without a list from the daemon it waits, and then fails the request: it never tells a server
-//! that there are no roots when it does not know.
+//! that there are no roots when it does not know. With `--host-roots merge|publish`, a request
+//! whose `_meta` declares the host's own `roots` capability has its roots rounds go to the host,
+//! `roots/list` entries and all; the host's retry carries its roots, which the proxy takes
+//! ([`host_roots`]) before it puts its own answer in their place.
 //!
 //! The proxy also keeps the ids apart: its own retries and probes never reuse an id the host has
 //! in flight, and a host request whose id one of the proxy's requests holds is relayed under
@@ -17,8 +20,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use rootsd_proto::host_roots::HostRootsMode;
 use rootsd_proto::session::Era;
+use serde_json::Value;
 
+use super::host_roots;
 use super::json::{self, Editor};
 use super::message::{self, Msg};
 use super::{Availability, Fate, Output, Shared};
@@ -54,14 +60,19 @@ struct Exchange {
     rounds: u32,
     /// Whether `input_required` results of this request are the proxy's to look at.
     mrtr: bool,
+    /// The host's request declared its own `roots` capability: with `--host-roots merge` or
+    /// `publish` its roots rounds go to the host.
+    host_roots: bool,
     /// When the host cancelled it; its late answer is dropped.
     cancelled: Option<Instant>,
     started: Instant,
 }
 
-/// The roots part of a mixed `input_required` result, kept for the host's retry.
+/// The roots part of an `input_required` result that went to the host, kept for its retry.
 struct Held {
     keys: Vec<String>,
+    /// The host was asked for its own roots under `keys` too, and answers them in its retry.
+    asked_host: bool,
     expires: Instant,
 }
 
@@ -77,6 +88,7 @@ struct ParkedRetry {
     host_id: Vec<u8>,
     request: Vec<u8>,
     keys: Vec<String>,
+    host_roots: bool,
     deadline: Instant,
 }
 
@@ -122,8 +134,9 @@ impl Stateless {
         if !MRTR_METHODS.contains(&method) {
             return self.avoid_collision(shared, msg, id);
         }
-        let mut editor = Editor::new(msg.text);
         let caps = ["params", "_meta", META_CLIENT_CAPABILITIES];
+        let host_roots = msg.at(&[caps[0], caps[1], caps[2], "roots"]).is_some();
+        let mut editor = Editor::new(msg.text);
         if editor
             .ensure(msg.span(), &caps, "roots", b"{}", true)
             .is_none()
@@ -140,13 +153,16 @@ impl Stateless {
             .and_then(|state| self.held.remove(&state));
         let request = editor.finish();
         let Some(held) = held else {
-            self.start(shared, id, &server_id, request, true);
+            self.start(shared, id, &server_id, request, true, host_roots);
             return Fate::Replace(self.last_sent(&server_id));
         };
+        if held.asked_host {
+            learn_from_retry(shared, msg, &held.keys);
+        }
         match shared.roots.availability() {
             Availability::Ready => {
                 let request = add_roots_answers(shared, &request, &held.keys);
-                self.start(shared, id, &server_id, request, true);
+                self.start(shared, id, &server_id, request, true, host_roots);
                 Fate::Replace(self.last_sent(&server_id))
             }
             Availability::Awaited => {
@@ -154,6 +170,7 @@ impl Stateless {
                     host_id: id.to_vec(),
                     request,
                     keys: held.keys,
+                    host_roots,
                     deadline: shared.now + shared.config.patience,
                 });
                 Fate::Drop
@@ -179,7 +196,7 @@ impl Stateless {
         }
         let mut editor = Editor::new(msg.text);
         editor.set(msg.span(), "id", &server_id);
-        self.start(shared, id, &server_id, editor.finish(), false);
+        self.start(shared, id, &server_id, editor.finish(), false, false);
         Fate::Replace(self.last_sent(&server_id))
     }
 
@@ -278,12 +295,24 @@ impl Stateless {
             }
         }
         for retry in std::mem::take(&mut self.parked_retries) {
-            let request = add_roots_answers(shared, &retry.request, &retry.keys);
-            let server_id = id_of(&request);
-            self.start(shared, &retry.host_id, &server_id, request, true);
-            let sent = self.last_sent(&server_id);
-            shared.emit(Output::ToServer(sent));
+            self.send_retry(shared, retry);
         }
+    }
+
+    /// Sends a host's retry that waited, with the roots answers added.
+    fn send_retry(&mut self, shared: &mut Shared, retry: ParkedRetry) {
+        let request = add_roots_answers(shared, &retry.request, &retry.keys);
+        let server_id = id_of(&request);
+        self.start(
+            shared,
+            &retry.host_id,
+            &server_id,
+            request,
+            true,
+            retry.host_roots,
+        );
+        let sent = self.last_sent(&server_id);
+        shared.emit(Output::ToServer(sent));
     }
 
     pub(super) fn next_deadline(&self) -> Option<Instant> {
@@ -297,7 +326,8 @@ impl Stateless {
         parked.chain(retries).chain(held).chain(cancelled).min()
     }
 
-    /// Fails what waited too long for a list, and forgets what can no longer complete.
+    /// Finishes what waited too long with the list there is, or fails it if there is none, and
+    /// forgets what can no longer complete.
     pub(super) fn tick(&mut self, shared: &mut Shared) {
         let now = shared.now;
         let (expired, parked): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
@@ -312,11 +342,26 @@ impl Stateless {
         if (!expired.is_empty() || !expired_retries.is_empty()) && shared.roots.snapshot.is_none() {
             shared.roots.given_up = true;
         }
+        let listed = shared.roots.snapshot.is_some();
         for parked in expired {
-            shared.emit(Output::ToHost(no_roots(&parked.exchange.host_id)));
+            if !listed {
+                shared.emit(Output::ToHost(no_roots(&parked.exchange.host_id)));
+                continue;
+            }
+            // It waited for the host's roots in vain: the workspace's must do. (Should it still
+            // be held, it parks again, and the hold ends within the host's patience.)
+            if let Some(msg) = Msg::read(&parked.response)
+                && let Some(bytes) = self.finish(shared, parked.exchange, &msg)
+            {
+                shared.emit(Output::ToHost(bytes));
+            }
         }
         for retry in expired_retries {
-            shared.emit(Output::ToHost(no_roots(&retry.host_id)));
+            if listed {
+                self.send_retry(shared, retry);
+            } else {
+                shared.emit(Output::ToHost(no_roots(&retry.host_id)));
+            }
         }
         self.held.retain(|_, h| h.expires > now);
         self.exchanges
@@ -366,11 +411,23 @@ impl Stateless {
             return restore_id(editor);
         }
         let state = msg.at(&["result", "requestState"]);
-        if roots_keys.len() < requests.len() {
+        let state_text = state.and_then(|s| json::string(msg.text, s));
+        let wants_host = shared.config.host_roots != HostRootsMode::Replace;
+        if wants_host && !exchange.host_roots {
+            host_roots::undeclared(shared);
+        }
+        // The host is asked for its own roots in this round: it answers the roots/list entries
+        // in its retry (which the requestState identifies), and the proxy completes them there.
+        let ask_host = wants_host && exchange.host_roots && state_text.is_some();
+        if ask_host || roots_keys.len() < requests.len() {
             // Elicitation or sampling is mixed in: only the host can answer those. Pass them on
             // and answer the roots part when the host retries with the same requestState.
-            if let Some(state) = state.and_then(|s| json::string(msg.text, s)) {
-                self.hold(shared, state, roots_keys.clone());
+            if let Some(state) = state_text {
+                self.hold(shared, state, roots_keys.clone(), ask_host);
+            }
+            if ask_host {
+                host_roots::asked_in_round(shared);
+                return restore_id(editor);
             }
             for key in &roots_keys {
                 editor.remove(requests_span, key);
@@ -423,8 +480,8 @@ impl Stateless {
         None
     }
 
-    /// Remembers the roots part of a mixed result until the host retries.
-    fn hold(&mut self, shared: &Shared, state: String, keys: Vec<String>) {
+    /// Remembers the roots part of a result that went to the host until it retries.
+    fn hold(&mut self, shared: &Shared, state: String, keys: Vec<String>, asked_host: bool) {
         if self.held.len() >= MAX_HELD
             && let Some(oldest) = self
                 .held
@@ -438,6 +495,7 @@ impl Stateless {
             state,
             Held {
                 keys,
+                asked_host,
                 expires: shared.now + HELD_FOR,
             },
         );
@@ -451,6 +509,7 @@ impl Stateless {
         server_id: &[u8],
         request: Vec<u8>,
         mrtr: bool,
+        host_roots: bool,
     ) {
         if self.exchanges.len() >= MAX_EXCHANGES
             && let Some(oldest) = self
@@ -473,6 +532,7 @@ impl Stateless {
                 request,
                 rounds: 0,
                 mrtr,
+                host_roots,
                 cancelled: None,
                 started: shared.now,
             },
@@ -547,6 +607,21 @@ impl Stateless {
         request.extend_from_slice(b"}}");
         self.probe = Some(json::id_key(&id));
         shared.emit(Output::ToServer(request));
+    }
+}
+
+/// Takes the host's own roots from its retry's answers to the roots/list entries it was given.
+fn learn_from_retry(shared: &mut Shared, msg: &Msg<'_>, keys: &[String]) {
+    let answer = keys.iter().find_map(|key| {
+        msg.at(&["params", "inputResponses", key])
+            .and_then(|span| json::parse::<Value>(msg.text, span))
+            .and_then(|value| host_roots::roots_of(&value))
+    });
+    match answer {
+        Some(roots) => {
+            host_roots::learn(shared, &roots);
+        }
+        None => host_roots::refused(shared),
     }
 }
 

@@ -13,17 +13,19 @@
 //!
 //! `from daemon: revision N: a b` hands the relay revision N with roots `file:///a` (named `a`)
 //! and `file:///b`; `after 5s` moves the clock on (by seconds or `ms`) and lets the relay act on
-//! what expired; `too long from host: PREFIX` reports a discarded over-long line. `check` replays
-//! the events, renders what happened in the same form, and compares the whole text, so a failure
-//! shows the transcript the relay actually produced.
+//! what expired; `too long from host: PREFIX` reports a discarded over-long line; `ack #G
+//! revision N` and `ack #G failed` say what became of publication G of the host's roots (shown
+//! as `publish #G: a b`). `check` replays the events, renders what happened in the same form,
+//! and compares the whole text, so a failure shows the transcript the relay actually produced.
 
 use std::time::{Duration, Instant};
 
+use rootsd_proto::host_roots::{HostAnswer, HostRootsMode};
 use rootsd_proto::session::{Era, FetchBehaviour, SessionState};
 use rootsd_proto::wire::RootsSnapshot;
 use rootsd_proto::{Root, WorkspaceName};
 
-use super::{Config, Output, Relay, Side};
+use super::{Config, Output, PublishAck, Relay, Side};
 
 const FROM_HOST: &str = "from host: ";
 const FROM_SERVER: &str = "from server: ";
@@ -31,11 +33,12 @@ const FROM_DAEMON: &str = "from daemon: ";
 const AFTER: &str = "after ";
 const TOO_LONG_FROM_HOST: &str = "too long from host: ";
 const TOO_LONG_FROM_SERVER: &str = "too long from server: ";
+const ACK: &str = "ack #";
 
 /// Replays the events in `transcript` against a relay configured with `config` and asserts that
 /// the relay's output matches the indented lines of `transcript` exactly.
 #[track_caller]
-fn check(config: Config, transcript: &str) {
+pub(super) fn check(config: Config, transcript: &str) {
     let mut now = Instant::now();
     let mut relay = Relay::new(config, now);
     let expected = normalise(transcript);
@@ -56,6 +59,8 @@ fn check(config: Config, transcript: &str) {
             relay.line_too_long(Side::Host, prefix.as_bytes(), 16);
         } else if let Some(prefix) = line.strip_prefix(TOO_LONG_FROM_SERVER) {
             relay.line_too_long(Side::Server, prefix.as_bytes(), 16);
+        } else if let Some(ack) = line.strip_prefix(ACK) {
+            relay.published(publish_ack(ack), now);
         } else {
             panic!("not an event: {line:?}");
         }
@@ -70,7 +75,7 @@ fn check(config: Config, transcript: &str) {
     );
 }
 
-fn handshake() -> Config {
+pub(super) fn handshake() -> Config {
     Config::new(true)
 }
 
@@ -92,6 +97,22 @@ fn snapshot(event: &str) -> RootsSnapshot {
     }
 }
 
+/// `G revision N` or `G failed`.
+fn publish_ack(text: &str) -> PublishAck {
+    let (generation, rest) = text
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("not an ack: {text:?}"));
+    let generation = generation.parse().expect("a generation number");
+    match rest.strip_prefix("revision ") {
+        Some(revision) => PublishAck::Done {
+            generation,
+            revision: revision.parse().expect("a revision number"),
+        },
+        None if rest == "failed" => PublishAck::Failed { generation },
+        None => panic!("not an ack: {text:?}"),
+    }
+}
+
 fn duration(text: &str) -> Duration {
     if let Some(ms) = text.strip_suffix("ms") {
         Duration::from_millis(ms.parse().expect("milliseconds"))
@@ -107,6 +128,16 @@ fn render(output: &Output) -> String {
         Output::ToHost(line) => format!("  to host: {}", String::from_utf8_lossy(line)),
         Output::State(state) => format!("  state: {}", summary(state)),
         Output::Fetched => "  fetched again".to_owned(),
+        Output::Publish(publication) => format!(
+            "  publish #{}: {}",
+            publication.generation,
+            publication
+                .roots
+                .iter()
+                .map(|r| r.uri.trim_start_matches("file:///"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
     }
 }
 
@@ -149,6 +180,26 @@ fn summary(state: &SessionState) -> String {
         FetchBehaviour::Unknown => {}
         FetchBehaviour::AfterNotification => parts.push("fetches-after-notification".to_owned()),
         FetchBehaviour::OnUse => parts.push("fetches-on-use".to_owned()),
+    }
+    if !state.withheld.is_empty() {
+        parts.push(format!("withheld={}", state.withheld.count()));
+    }
+    let host = &state.host_roots;
+    if host.mode != HostRootsMode::Replace {
+        let answer = match host.host {
+            HostAnswer::NotAsked => "not-asked".to_owned(),
+            HostAnswer::NotDeclared => "not-declared".to_owned(),
+            HostAnswer::Asking => "asking".to_owned(),
+            HostAnswer::Answered => format!("answered:{}", host.roots),
+            HostAnswer::NoAnswer => format!("no-answer:{}", host.roots),
+            HostAnswer::Refused => format!("refused:{}", host.roots),
+        };
+        let ignored = if host.ignored > 0 {
+            format!(":ignored={}", host.ignored)
+        } else {
+            String::new()
+        };
+        parts.push(format!("host={}:{answer}{ignored}", host.mode.name()));
     }
     parts.join(" ")
 }
@@ -428,226 +479,6 @@ fn a_failed_initialize_negotiates_nothing() {
         from server: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
           to host: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
           state: version=1999-01-01
-        "#,
-    );
-}
-
-#[test]
-fn a_2026_request_for_roots_only_is_answered_and_retried_by_the_proxy() {
-    check(
-        handshake(),
-        r#"
-        from daemon: revision 3: a
-        from host: {"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":41,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"requestState":"s\"1","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/call","params":{"name":"scan","arguments":{"n":1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"requestState":"s\"1"}}
-          state: era=stateless version=2026-07-28 server=m/4 fetched=3 fetches=1
-        from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"resultType":"complete","content":[]}}
-          to host: {"jsonrpc":"2.0","id":41,"result":{"resultType":"complete","content":[]}}
-        from daemon: revision 4: b
-        "#,
-    );
-}
-
-#[test]
-fn roots_are_declared_only_on_requests_the_proxy_answers_them_for() {
-    check(
-        handshake(),
-        r#"
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          state: version=2026-07-28
-        from host: {"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"x":1}}}}}
-          to server: {"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"x":1}}}}}
-        from host: {"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-          to server: {"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-        "#,
-    );
-}
-
-#[test]
-fn a_2026_session_without_a_name_is_asked_for_one_by_the_proxy() {
-    check(
-        handshake(),
-        r#"
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[]}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-discover-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[]}}
-          state: era=stateless version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":"rootsd-discover-1","result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"pinned","version":"9"}}}}
-          state: era=stateless version=2026-07-28 server=pinned/9
-        from server: {"jsonrpc":"2.0","id":2,"result":{}}
-          to host: {"jsonrpc":"2.0","id":2,"result":{}}
-        "#,
-    );
-}
-
-#[test]
-fn the_era_is_what_was_negotiated_not_the_shape_of_a_request() {
-    check(
-        handshake(),
-        r#"
-        from daemon: revision 1: a
-        from host: {"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":"d","error":{"code":-32601,"message":"Method not found"}}
-          to host: {"jsonrpc":"2.0","id":"d","error":{"code":-32601,"message":"Method not found"}}
-        from host: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
-          to server: {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}}}}
-          state: list_changed era=handshake version=2025-11-25
-        from server: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"s","version":"1"}}}
-          to host: {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","serverInfo":{"name":"s","version":"1"}}}
-          state: list_changed era=handshake version=2025-11-25 server=s/1
-        from host: {"jsonrpc":"2.0","method":"notifications/initialized"}
-          to server: {"jsonrpc":"2.0","method":"notifications/initialized"}
-          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized
-        from server: {"jsonrpc":"2.0","id":0,"method":"roots/list"}
-          to server: {"jsonrpc":"2.0","id":0,"result":{"roots":[{"uri":"file:///a","name":"a"}]}}
-          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized fetched=1 fetches=1
-        from host: {"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-          to server: {"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-        from server: {"jsonrpc":"2.0","id":5,"result":{"content":[]}}
-          to host: {"jsonrpc":"2.0","id":5,"result":{"content":[]}}
-        from daemon: revision 2: b
-          to server: {"jsonrpc":"2.0","method":"notifications/roots/list_changed"}
-          state: list_changed era=handshake version=2025-11-25 server=s/1 initialized fetched=1 fetches=1 outstanding sent=1
-        "#,
-    );
-}
-
-#[test]
-fn a_2026_request_mixing_roots_and_elicitation_goes_to_the_host_and_roots_join_its_retry() {
-    check(
-        handshake(),
-        r#"
-        from daemon: revision 3: a
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"},"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create","params":{}}},"requestState":"s2","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          state: era=stateless version=2026-07-28 server=m/4
-        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"ask":{"action":"accept"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","inputResponses":{"ask":{"action":"accept"},"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
-          state: era=stateless version=2026-07-28 server=m/4 fetched=3 fetches=1
-        "#,
-    );
-}
-
-#[test]
-fn several_roots_requests_mixed_in_are_all_taken_out_and_all_answered_in_the_retry() {
-    // Found by the property tests: removing two neighbouring members once left a dangling comma,
-    // and a retry without inputResponses got one inputResponses member per answer.
-    check(
-        handshake(),
-        r#"
-        from daemon: revision 3: a
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"},"ws":{"method":"roots/list"},"more":{"method":"roots/list"}},"requestState":"s2"}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-discover-1","method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"}},"requestState":"s2"}}
-          state: era=stateless version=2026-07-28
-        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}
-          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"s2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]},"more":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
-          state: era=stateless version=2026-07-28 fetched=3 fetches=1
-        "#,
-    );
-}
-
-#[test]
-fn without_a_list_a_2026_request_for_roots_waits_then_fails_and_never_gets_an_empty_list() {
-    check(
-        handshake(),
-        r#"
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          state: era=stateless version=2026-07-28 server=m/4
-        after 5s
-          to host: {"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"the server asked for roots, but rootsd is not reachable and rootsctl proxy has no list to give; retry once rootsd is back"}}
-        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-        from server: {"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
-          to host: {"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"the server asked for roots, but rootsd is not reachable and rootsctl proxy has no list to give; retry once rootsd is back"}}
-        "#,
-    );
-}
-
-#[test]
-fn a_mixed_retry_without_a_list_waits_for_one() {
-    check(
-        handshake(),
-        r#"
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"},"ask":{"method":"elicitation/create"}},"requestState":"m","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ask":{"method":"elicitation/create"}},"requestState":"m","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          state: era=stateless version=2026-07-28 server=m/4
-        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"m","inputResponses":{"ask":{"action":"accept"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}
-        from daemon: revision 2: a
-          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","requestState":"m","inputResponses":{"ask":{"action":"accept"},"ws":{"roots":[{"uri":"file:///a","name":"a"}]}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"roots":{}}}}}
-          state: era=stateless version=2026-07-28 server=m/4 fetched=2 fetches=1
-        "#,
-    );
-}
-
-#[test]
-fn a_host_cancel_stops_a_request_that_waits_for_the_list_or_crosses_a_round() {
-    check(
-        handshake(),
-        r#"
-        from host: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          state: era=stateless version=2026-07-28 server=m/4
-        from host: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}
-        from daemon: revision 1: a
-        after 5s
-        from host: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-        from server: {"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/call","params":{"name":"y","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
-          state: era=stateless version=2026-07-28 server=m/4 fetched=1 fetches=1
-        from host: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}
-          to server: {"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"rootsd-retry-1","reason":"user"}}
-        from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}}}}
-        "#,
-    );
-}
-
-#[test]
-fn a_host_id_equal_to_a_proxy_retry_id_is_relayed_under_another() {
-    check(
-        handshake(),
-        r#"
-        from daemon: revision 1: a
-        from host: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/list","params":{}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-retry-1","method":"tools/list","params":{}}
-        from host: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
-          to server: {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}}}}
-          state: version=2026-07-28
-        from server: {"jsonrpc":"2.0","id":7,"result":{"resultType":"input_required","inputRequests":{"ws":{"method":"roots/list"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-retry-2","method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{}}},"inputResponses":{"ws":{"roots":[{"uri":"file:///a","name":"a"}]}}}}
-          state: era=stateless version=2026-07-28 server=m/4 fetched=1 fetches=1
-        from host: {"jsonrpc":"2.0","id":"rootsd-retry-2","method":"tools/list","params":{}}
-          to server: {"jsonrpc":"2.0","id":"rootsd-relay-3","method":"tools/list","params":{}}
-        from server: {"jsonrpc":"2.0","id":"rootsd-relay-3","result":{"tools":[]}}
-          to host: {"jsonrpc":"2.0","id":"rootsd-retry-2","result":{"tools":[]}}
-        from server: {"jsonrpc":"2.0","id":"rootsd-retry-2","result":{"resultType":"complete","content":[]}}
-          to host: {"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}
-        from server: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"tools":[]}}
-          to host: {"jsonrpc":"2.0","id":"rootsd-retry-1","result":{"tools":[]}}
         "#,
     );
 }

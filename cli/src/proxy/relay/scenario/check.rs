@@ -130,7 +130,7 @@ impl Checker {
             .filter_map(|o| match o {
                 Output::ToServer(line) => Some((true, &line[..])),
                 Output::ToHost(line) => Some((false, &line[..])),
-                Output::State(_) | Output::Fetched => None,
+                Output::State(_) | Output::Fetched | Output::Publish(_) => None,
             })
             .collect();
         match expected {

@@ -1,0 +1,196 @@
+//! The changes `roots.add` and `roots.remove` make, planned against the pending state: pure
+//! functions of the contents and the request, so that the registry only hands their plans to the
+//! committer and the tests can read them as data.
+
+use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
+use rootsd_proto::{Root, WorkspaceName};
+
+use crate::committer::Plan;
+use crate::error::RequestError;
+use crate::model::{Change, ChangeOrigin, Contents, StoredRootV1, StoredWorkspaceV1};
+
+use super::changed;
+use super::publish::Decline;
+
+/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
+pub(super) fn plan_add(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
+) -> Plan<ChangeResult> {
+    let mut next = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    let mut result = empty_result(workspace);
+    for (name, uri, path) in canonical {
+        match next.roots.iter_mut().find(|r| r.uri == uri) {
+            Some(existing) => {
+                // A root that only sessions publish becomes the user's too: it stays when they
+                // end.
+                let adopted = !existing.by_hand;
+                existing.by_hand = true;
+                if name.is_some() && existing.name != name {
+                    existing.name = name;
+                    result.renamed.push(Root::from(&*existing));
+                } else if !adopted {
+                    result.unchanged.push(Root::from(&*existing));
+                }
+                if adopted {
+                    result.adopted.push(Root::from(&*existing));
+                }
+            }
+            None => {
+                // An unnamed root is named after its directory, as MCP clients usually do.
+                let root = Root {
+                    uri,
+                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
+                };
+                next.roots.push(StoredRootV1::from(&root));
+                result.added.push(root);
+            }
+        }
+    }
+    plan_change(pending, workspace, next, result)
+}
+
+/// The change removing what `targets` name from `workspace` in `pending`, and the sessions that
+/// published them; refused if any target matches nothing or a name matches several roots. A
+/// root is removed whoever holds it: the user's word is the last.
+pub(super) fn plan_remove(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    targets: &[RemoveTarget],
+) -> Result<Plan<(ChangeResult, Vec<Decline>)>, RequestError> {
+    let current = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    // Every target is matched against the list as it was, so naming one root twice
+    // (`rootsctl remove app ./app`) removes it once.
+    let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let index = find_target(&current.roots, target, workspace)?;
+        if !doomed.contains(&index) {
+            doomed.push(index);
+        }
+    }
+    let mut result = empty_result(workspace);
+    result.removed = doomed
+        .iter()
+        .map(|&i| Root::from(&current.roots[i]))
+        .collect();
+    let declines: Vec<Decline> = doomed
+        .iter()
+        .flat_map(|&i| {
+            let root = &current.roots[i];
+            root.published_by
+                .iter()
+                .map(|p| (p.session, root.uri.clone()))
+        })
+        .collect();
+    let mut next = current;
+    let mut index = 0;
+    next.roots.retain(|_| {
+        index += 1;
+        !doomed.contains(&(index - 1))
+    });
+    Ok(match plan_change(pending, workspace, next, result) {
+        Plan::Write(change, result) => Plan::Write(change, (result, declines)),
+        Plan::Unchanged { revision, reply } => Plan::Unchanged {
+            revision,
+            reply: (reply, declines),
+        },
+    })
+}
+
+/// `next` as the next revision of `workspace` if anything changed; else a no-op at the
+/// workspace's current revision.
+fn plan_change(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    mut next: StoredWorkspaceV1,
+    mut result: ChangeResult,
+) -> Plan<ChangeResult> {
+    result.total = next.roots.len();
+    if !changed(&result) {
+        result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
+        return Plan::Unchanged {
+            revision: result.revision,
+            reply: result,
+        };
+    }
+    let revision = pending.revision + 1;
+    next.revision = revision;
+    result.revision = revision;
+    Plan::Write(
+        Change {
+            revision,
+            workspace: workspace.clone(),
+            state: next,
+            origin: ChangeOrigin::Hand,
+        },
+        result,
+    )
+}
+
+fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
+    ChangeResult {
+        workspace: workspace.clone(),
+        revision: 0,
+        added: Vec::new(),
+        renamed: Vec::new(),
+        unchanged: Vec::new(),
+        removed: Vec::new(),
+        adopted: Vec::new(),
+        total: 0,
+        notified_sessions: 0,
+    }
+}
+
+/// Finds the root a removal target names: by URI first, then by display name.
+fn find_target(
+    roots: &[StoredRootV1],
+    target: &RemoveTarget,
+    workspace: &WorkspaceName,
+) -> Result<usize, RequestError> {
+    if let Some(uri) = &target.uri {
+        let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
+        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
+            return Ok(index);
+        }
+    }
+    if let Some(name) = &target.name {
+        let matches: Vec<usize> = roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.name.as_deref() == Some(name))
+            .map(|(i, _)| i)
+            .collect();
+        match matches.as_slice() {
+            [index] => return Ok(*index),
+            [] => {}
+            _ => {
+                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
+                return Err(RequestError::new(
+                    wire::code::AMBIGUOUS,
+                    format!(
+                        "{:?} is the name of {} roots in workspace {workspace} ({}): remove them by path or URI instead",
+                        target.input,
+                        matches.len(),
+                        uris.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Err(RequestError::new(
+        wire::code::NOT_FOUND,
+        format!(
+            "{:?} is not a root of workspace {workspace}: nothing was removed (see `rootsctl list --workspace {workspace}`)",
+            target.input
+        ),
+    ))
+}
