@@ -65,9 +65,17 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
 
     let mut client = Line::connect(&socket_path).await;
     let hello = client
-        .call(1, "hello", json!({"protocol_version": 1}))
+        .call(
+            1,
+            "hello",
+            json!({"protocol_version": rootsd_proto::wire::PROTOCOL_VERSION}),
+        )
         .await;
-    assert_eq!(hello["result"]["protocol_version"], 1, "{hello}");
+    assert_eq!(
+        hello["result"]["protocol_version"],
+        rootsd_proto::wire::PROTOCOL_VERSION,
+        "{hello}"
+    );
     let added = client
         .call(
             2,

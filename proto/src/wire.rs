@@ -19,7 +19,7 @@ use crate::workspace::WorkspaceName;
 
 /// Version of this control protocol. A client and daemon with different versions refuse each
 /// other at [`Hello`] with a message saying which side to upgrade or restart.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The longest line either side accepts, in bytes, newline excluded. A longer line is a framing
 /// violation and closes the connection.

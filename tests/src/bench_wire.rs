@@ -12,7 +12,7 @@ pub fn hello(id: u64) -> String {
     request(
         id,
         "hello",
-        json!({"protocol_version": 1, "client": "rootsd-bench"}),
+        json!({"protocol_version": crate::PROTOCOL_VERSION, "client": "rootsd-bench"}),
     )
 }
 

@@ -79,6 +79,20 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// The control-protocol version these tests speak, spelt here and not taken from rootsd's own
+/// crates, so that the tests see the wire as any client does (docs/PROTOCOL.md). A version change
+/// is one edit here, and every test that says hello fails until it is made.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// A `hello` line of this build's control protocol, with request id `id`, for tests that speak
+/// the protocol by hand.
+pub fn hello_line(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"hello","params":{{"protocol_version":{}}}}}"#,
+        crate::PROTOCOL_VERSION
+    )
+}
+
 /// A private directory holding a socket, a state directory and whatever the test creates.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
@@ -218,7 +232,10 @@ impl Sandbox {
     /// Opens a raw protocol connection that has already said hello.
     pub fn connect(&self) -> RawClient {
         let mut client = RawClient::connect(&self.socket);
-        let hello = client.request("hello", json!({"protocol_version": 1, "client": "test"}));
+        let hello = client.request(
+            "hello",
+            json!({"protocol_version": crate::PROTOCOL_VERSION, "client": "test"}),
+        );
         assert!(hello.get("result").is_some(), "hello failed: {hello}");
         client
     }
@@ -326,8 +343,10 @@ pub fn answers(socket: &Path) -> bool {
         return false;
     };
     let mut client = RawClient::from_stream(stream);
-    client
-        .send_line(r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol_version":1}}"#);
+    client.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":0,"method":"hello","params":{{"protocol_version":{}}}}}"#,
+        crate::PROTOCOL_VERSION
+    ));
     client.read_line().is_some_and(|l| l.contains("\"result\""))
 }
 

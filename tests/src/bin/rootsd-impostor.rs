@@ -34,7 +34,7 @@ fn main() {
             };
             let result = match request["method"].as_str() {
                 Some("hello") => {
-                    json!({"protocol_version": 1, "daemon_version": "0.1.0", "pid": std::process::id()})
+                    json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION, "daemon_version": "0.1.0", "pid": std::process::id()})
                 }
                 Some("roots.list") => {
                     json!({"workspace": "default", "revision": 1, "roots": roots})

@@ -43,8 +43,6 @@ fn allow_open_files(n: u64) {
     }
 }
 
-const HELLO: &str = r#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol_version":1}}"#;
-
 #[test]
 fn stalled_half_lines_hold_a_bounded_amount_and_it_returns_when_their_peers_go() {
     const PEERS: usize = 1000;
@@ -61,7 +59,7 @@ fn stalled_half_lines_hold_a_bounded_amount_and_it_returns_when_their_peers_go()
     for _ in 0..PEERS {
         let mut stream = UnixStream::connect(&sb.socket).expect("connect");
         let mut greeted = RawClient::from_stream(stream.try_clone().unwrap());
-        greeted.send_line(HELLO);
+        greeted.send_line(&rootsd_tests::hello_line(1));
         greeted.read_line().expect("hello answered");
         // Half a line, without its end. The write returns once the daemon has read all but
         // what the kernel buffers, or has refused the line and closed the connection.
@@ -116,7 +114,7 @@ fn a_line_left_unfinished_is_cut_off_with_an_error() {
     let started = Instant::now();
     let stream = UnixStream::connect(&sb.socket).unwrap();
     let mut raw = RawClient::from_stream(stream.try_clone().unwrap());
-    raw.send_line(HELLO);
+    raw.send_line(&rootsd_tests::hello_line(1));
     raw.read_line().expect("hello answered");
     (&stream)
         .write_all(br#"{"jsonrpc":"2.0","id":2,"method":"sta"#)

@@ -373,7 +373,11 @@ fn status_json_reports_the_daemon_and_its_counts() {
     assert_eq!(s["roots"], json!(3), "{s}");
     assert_eq!(s["workspaces"], json!(2), "{s}");
     assert_eq!(s["sessions"], json!(0), "{s}");
-    assert_eq!(s["protocol_version"], json!(1), "{s}");
+    assert_eq!(
+        s["protocol_version"],
+        json!(rootsd_tests::PROTOCOL_VERSION),
+        "{s}"
+    );
     assert_eq!(s["socket"], json!(sb.socket.to_str().unwrap()), "{s}");
     assert_eq!(s["state_dir"], json!(sb.state.to_str().unwrap()), "{s}");
     assert_eq!(s["socket_activated"], json!(false), "{s}");
@@ -401,9 +405,7 @@ fn the_daemon_keeps_serving_after_a_client_vanishes_mid_request() {
     let _daemon = sb.start_daemon();
     {
         let mut client = RawClient::connect(&sb.socket);
-        client.send_line(
-            r#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol_version":1}}"#,
-        );
+        client.send_line(&rootsd_tests::hello_line(1));
         client.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"status","params":{}}"#);
         // Dropped without reading either response.
     }

@@ -102,8 +102,15 @@ fn requests_before_hello_are_refused_until_hello() {
         let response = client.request(method, json!({}));
         assert_error(&response, response["id"].clone(), -32001);
     }
-    let hello = client.request("hello", json!({"protocol_version": 1, "client": "late"}));
-    assert_eq!(hello["result"]["protocol_version"], json!(1), "{hello}");
+    let hello = client.request(
+        "hello",
+        json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION, "client": "late"}),
+    );
+    assert_eq!(
+        hello["result"]["protocol_version"],
+        json!(rootsd_tests::PROTOCOL_VERSION),
+        "{hello}"
+    );
     assert_serves(&mut client);
 }
 
@@ -206,13 +213,15 @@ fn a_client_of_another_protocol_version_is_refused_with_both_versions_named() {
     let mut client = RawClient::connect(&sb.socket);
     let refused = client.request(
         "hello",
-        json!({"protocol_version": 2, "client": "rootsctl 9.0.0"}),
+        json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION + 1, "client": "rootsctl 9.0.0"}),
     );
     assert_error(&refused, refused["id"].clone(), -32000);
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("rootsctl 9.0.0 speaks control protocol 2")
-            && message.contains("speaks 1"),
+        message.contains(&format!(
+            "rootsctl 9.0.0 speaks control protocol {}",
+            rootsd_tests::PROTOCOL_VERSION + 1
+        )) && message.contains(&format!("speaks {}", rootsd_tests::PROTOCOL_VERSION)),
         "{message}"
     );
     // Refused means not greeted: other requests are still turned away.
@@ -222,12 +231,12 @@ fn a_client_of_another_protocol_version_is_refused_with_both_versions_named() {
 
 #[test]
 fn rootsctl_refuses_a_daemon_of_another_protocol_version_and_names_the_side_to_update() {
-    // A stand-in daemon from a future release greets with protocol 2: restarting it would not
+    // A stand-in daemon from a future release greets with a newer protocol: restarting it would not
     // help, this rootsctl is the one behind.
     let sb = Sandbox::new();
     let fake = rootsd_tests::fake_daemon(&sb.socket, |hello| {
         json!({"jsonrpc": "2.0", "id": hello["id"], "result":
-            {"protocol_version": 2, "daemon_version": "9.0.0", "pid": 1}})
+            {"protocol_version": rootsd_tests::PROTOCOL_VERSION + 1, "daemon_version": "9.0.0", "pid": 1}})
     });
     let output = crate::support::ctl(&sb, &["status"]);
     fake.join().unwrap();
@@ -235,7 +244,10 @@ fn rootsctl_refuses_a_daemon_of_another_protocol_version_and_names_the_side_to_u
     let stderr = crate::support::stderr_of(&output);
     assert!(
         stderr.contains("rootsd 9.0.0")
-            && stderr.contains("speaks control protocol 2, newer than")
+            && stderr.contains(&format!(
+                "speaks control protocol {}, newer than",
+                rootsd_tests::PROTOCOL_VERSION + 1
+            ))
             && stderr.contains("upgrade rootsctl to rootsd 9.0.0's release"),
         "{stderr}"
     );

@@ -564,7 +564,10 @@ fn fifty_concurrent_adds_all_land() {
             let socket = sb.socket.clone();
             std::thread::spawn(move || {
                 let mut client = RawClient::connect(&socket);
-                let hello = client.request("hello", json!({"protocol_version": 1}));
+                let hello = client.request(
+                    "hello",
+                    json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION}),
+                );
                 assert!(hello.get("result").is_some(), "{hello}");
                 let reply = client.request(
                     "roots.add",

@@ -92,7 +92,7 @@ pub fn register(socket: &Path, count: usize) -> Vec<UnixStream> {
                 let answer: Value = serde_json::from_str(&answer).expect("JSON from rootsd");
                 assert!(answer.get("result").is_some(), "{method} failed: {answer}");
             };
-            call(1, "hello", json!({"protocol_version": 1, "client": "rootsd-soak"}));
+            call(1, "hello", json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION, "client": "rootsd-soak"}));
             call(
                 2,
                 "session.register",
