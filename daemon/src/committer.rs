@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 
 use crate::error::StoreError;
-use crate::journal::{self, Entry, Journal};
+use crate::journal::{Entry, Journal};
 use crate::model::{Change, Contents};
 use crate::store::Store;
 
@@ -287,7 +287,7 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                 publish(shared, batch);
                 state = shared.state.lock().expect("commit state");
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
-                    || state.journal.len() > journal::COMPACT_AFTER
+                    || state.journal.wants_compaction()
                 {
                     drop(state);
                     let _ = checkpoint(shared, false);
@@ -338,7 +338,9 @@ fn publish(shared: &Shared, batch: Vec<Written>) {
         (shared.on_durable)(&written.change, &committed);
     }
     let applied = match shared.store.lock().expect("store").as_ref() {
-        Some(store) => store.apply(&changes),
+        // The committed view now holds the batch's history entries too. Only this thread
+        // writes it, so reading it while sled applies the batch holds up no writer.
+        Some(store) => store.apply(&changes, &shared.committed.read().expect("committed")),
         None => Ok(()),
     };
     if let Err(error) = applied {
@@ -366,7 +368,9 @@ fn note_database_problem(state: &mut State, error: &StoreError) {
 /// journal is synced too and a failure is the caller's to report.
 fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
     let stale = shared.state.lock().expect("commit state").database_stale;
-    let committed = shared.committed.read().expect("committed").clone();
+    // Read in place rather than cloned: the contents hold the history, a few hundred KB. Only
+    // this thread writes them, so holding the read lock blocks no writer, and readers share it.
+    let committed = shared.committed.read().expect("committed");
     let done = {
         let mut store = shared.store.lock().expect("store");
         if stale {
@@ -398,7 +402,7 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
             error,
         }
     };
-    if state.unsynced.is_empty() && state.journal.len() > journal::COMPACT_AFTER {
+    if state.unsynced.is_empty() && state.journal.wants_compaction() {
         // Nothing is in flight, so the pending view is the committed one: the journal can start
         // afresh from it.
         let fresh = Journal::create(&path, &committed, committed.revision)

@@ -9,7 +9,13 @@
 //!   (`--recover`) rebuilt.
 //! - [`committer`]: group commit: one sync for every change waiting, then publish.
 //! - [`model`]: the stored types.
+//! - [`history`]: what each change did, computed alike for every change; the `log` query.
+//! - [`author`]: who a connection is (kernel credentials, process and user names), for the
+//!   history.
+//! - [`users`]: user names from `/etc/passwd`.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
+//! - [`plan`]: the roots rules: what an add or a remove changes, planned against the pending
+//!   state.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
 //! - [`framing`]: reading a connection's lines within their bounds (length, time, budget).
@@ -22,19 +28,23 @@
 //! - [`args`]: the command line, shared with the man-page generator in `dist/`.
 
 pub mod args;
+pub mod author;
 pub mod committer;
 pub mod connection;
 pub mod error;
 pub mod framing;
 pub mod groups;
+pub mod history;
 pub mod info;
 pub mod instance;
 pub mod journal;
 pub mod limits;
 pub mod model;
+pub mod plan;
 pub mod reconcile;
 pub mod registry;
 pub mod server;
 pub mod socket;
 pub mod store;
 pub mod systemd;
+pub mod users;

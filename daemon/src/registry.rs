@@ -16,14 +16,17 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, RegisterParams, RemoveTarget, RootsSnapshot, SessionInfo, WorkspaceSummary,
+    self, ChangeResult, LogParams, LogResult, RegisterParams, RemoveTarget, RootsSnapshot,
+    SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
-use crate::model::{Change, Contents, StoredRootV1, StoredWorkspaceV1};
+use crate::history;
+use crate::model::{Change, Contents, Origin};
+use crate::plan::{plan_add, plan_remove};
 use crate::reconcile::Opened;
 
 /// Shared state of one running daemon.
@@ -201,11 +204,12 @@ impl Registry {
     }
 
     /// Adds `roots` to `workspace`, renaming those that exist when a name is given. A new root
-    /// without a name is named after its directory.
+    /// without a name is named after its directory. `origin` is who asks, for the history.
     pub async fn add(
         &self,
         workspace: &WorkspaceName,
         roots: Vec<Root>,
+        origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
         let mut canonical: Vec<(Option<String>, String, std::path::PathBuf)> =
             Vec::with_capacity(roots.len());
@@ -221,7 +225,7 @@ impl Registry {
             }
         }
         self.write(workspace, |pending| {
-            Ok(plan_add(pending, workspace, canonical))
+            Ok(plan_add(pending, workspace, canonical, origin))
         })
         .await
     }
@@ -232,11 +236,36 @@ impl Registry {
         &self,
         workspace: &WorkspaceName,
         targets: Vec<RemoveTarget>,
+        origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
         self.write(workspace, |pending| {
-            plan_remove(pending, workspace, &targets)
+            plan_remove(pending, workspace, &targets, origin)
         })
         .await
+    }
+
+    /// The recorded changes `params` asks for, newest first ([`history::select`]); only durable
+    /// changes, like every read.
+    pub fn log(&self, params: &LogParams) -> LogResult {
+        let (selected, more, recorded_from) = {
+            let model = self.committed.read().expect("committed");
+            let limit = params.limit.unwrap_or(usize::MAX);
+            let (selected, more) = history::select(
+                &model.history,
+                params.workspace.as_ref(),
+                params.before,
+                limit,
+            );
+            (selected, more, model.recorded_from())
+        };
+        // Converted and measured outside the lock, which the commit thread needs.
+        let (entries, more) = history::page(selected, more);
+        LogResult {
+            entries,
+            more,
+            recorded_from,
+            capacity: history::capacity(),
+        }
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
@@ -462,118 +491,6 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
-fn plan_add(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
-) -> Plan<ChangeResult> {
-    let mut next = pending
-        .workspaces
-        .get(workspace)
-        .cloned()
-        .unwrap_or_default();
-    let mut result = empty_result(workspace);
-    for (name, uri, path) in canonical {
-        match next.roots.iter_mut().find(|r| r.uri == uri) {
-            Some(existing) if name.is_some() && existing.name != name => {
-                existing.name = name;
-                result.renamed.push(Root::from(&*existing));
-            }
-            Some(existing) => result.unchanged.push(Root::from(&*existing)),
-            None => {
-                // An unnamed root is named after its directory, as MCP clients usually do.
-                let root = Root {
-                    uri,
-                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
-                };
-                next.roots.push(StoredRootV1::from(&root));
-                result.added.push(root);
-            }
-        }
-    }
-    plan_change(pending, workspace, next, result)
-}
-
-/// The change removing what `targets` name from `workspace` in `pending`; refused if any
-/// target matches nothing or a name matches several roots.
-fn plan_remove(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    targets: &[RemoveTarget],
-) -> Result<Plan<ChangeResult>, RequestError> {
-    let current = pending
-        .workspaces
-        .get(workspace)
-        .cloned()
-        .unwrap_or_default();
-    // Every target is matched against the list as it was, so naming one root twice
-    // (`rootsctl remove app ./app`) removes it once.
-    let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
-    for target in targets {
-        let index = find_target(&current.roots, target, workspace)?;
-        if !doomed.contains(&index) {
-            doomed.push(index);
-        }
-    }
-    let mut result = empty_result(workspace);
-    result.removed = doomed
-        .iter()
-        .map(|&i| Root::from(&current.roots[i]))
-        .collect();
-    let mut next = current;
-    let mut index = 0;
-    next.roots.retain(|_| {
-        index += 1;
-        !doomed.contains(&(index - 1))
-    });
-    Ok(plan_change(pending, workspace, next, result))
-}
-
-/// `next` as the next revision of `workspace` if anything changed; else a no-op at the
-/// workspace's current revision.
-fn plan_change(
-    pending: &Contents,
-    workspace: &WorkspaceName,
-    mut next: StoredWorkspaceV1,
-    mut result: ChangeResult,
-) -> Plan<ChangeResult> {
-    result.total = next.roots.len();
-    let changed =
-        !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
-    if !changed {
-        result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
-        return Plan::Unchanged {
-            revision: result.revision,
-            reply: result,
-        };
-    }
-    let revision = pending.revision + 1;
-    next.revision = revision;
-    result.revision = revision;
-    Plan::Write(
-        Change {
-            revision,
-            workspace: workspace.clone(),
-            state: next,
-        },
-        result,
-    )
-}
-
-fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
-    ChangeResult {
-        workspace: workspace.clone(),
-        revision: 0,
-        added: Vec::new(),
-        renamed: Vec::new(),
-        unchanged: Vec::new(),
-        removed: Vec::new(),
-        total: 0,
-        notified_sessions: 0,
-    }
-}
-
 fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {
     let stored = model.workspaces.get(workspace);
     RootsSnapshot {
@@ -602,51 +519,6 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         withheld: s.state.withheld.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
-}
-
-/// Finds the root a removal target names: by URI first, then by display name.
-fn find_target(
-    roots: &[StoredRootV1],
-    target: &RemoveTarget,
-    workspace: &WorkspaceName,
-) -> Result<usize, RequestError> {
-    if let Some(uri) = &target.uri {
-        let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
-        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
-            return Ok(index);
-        }
-    }
-    if let Some(name) = &target.name {
-        let matches: Vec<usize> = roots
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.name.as_deref() == Some(name))
-            .map(|(i, _)| i)
-            .collect();
-        match matches.as_slice() {
-            [index] => return Ok(*index),
-            [] => {}
-            _ => {
-                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
-                return Err(RequestError::new(
-                    wire::code::AMBIGUOUS,
-                    format!(
-                        "{:?} is the name of {} roots in workspace {workspace} ({}): remove them by path or URI instead",
-                        target.input,
-                        matches.len(),
-                        uris.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    Err(RequestError::new(
-        wire::code::NOT_FOUND,
-        format!(
-            "{:?} is not a root of workspace {workspace}: nothing was removed (see `rootsctl list --workspace {workspace}`)",
-            target.input
-        ),
-    ))
 }
 
 fn unix_now() -> u64 {

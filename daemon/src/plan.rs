@@ -1,0 +1,180 @@
+//! The roots rules: what an add or a remove does to a workspace, decided against the pending
+//! state (every change written, durable or not) under the committer's writers' lock, as a
+//! [`Plan`] to write and the [`ChangeResult`] to tell the client once it is durable.
+//!
+//! Pure: no I/O, no locks, no waiting; only [`plan_change`] reads the clock, to stamp the change
+//! for the history. The rules are tested as data in `registry_tests/`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
+use rootsd_proto::{Root, WorkspaceName};
+
+use crate::committer::Plan;
+use crate::error::RequestError;
+use crate::model::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
+
+/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
+pub fn plan_add(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
+    origin: Origin,
+) -> Plan<ChangeResult> {
+    let mut next = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    let mut result = empty_result(workspace);
+    for (name, uri, path) in canonical {
+        match next.roots.iter_mut().find(|r| r.uri == uri) {
+            Some(existing) if name.is_some() && existing.name != name => {
+                existing.name = name;
+                result.renamed.push(Root::from(&*existing));
+            }
+            Some(existing) => result.unchanged.push(Root::from(&*existing)),
+            None => {
+                // An unnamed root is named after its directory, as MCP clients usually do.
+                let root = Root {
+                    uri,
+                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
+                };
+                next.roots.push(StoredRootV1::from(&root));
+                result.added.push(root);
+            }
+        }
+    }
+    plan_change(pending, workspace, next, result, origin)
+}
+
+/// The change removing what `targets` name from `workspace` in `pending`; refused if any
+/// target matches nothing or a name matches several roots.
+pub fn plan_remove(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    targets: &[RemoveTarget],
+    origin: Origin,
+) -> Result<Plan<ChangeResult>, RequestError> {
+    let current = pending
+        .workspaces
+        .get(workspace)
+        .cloned()
+        .unwrap_or_default();
+    // Every target is matched against the list as it was, so naming one root twice
+    // (`rootsctl remove app ./app`) removes it once.
+    let mut doomed: Vec<usize> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let index = find_target(&current.roots, target, workspace)?;
+        if !doomed.contains(&index) {
+            doomed.push(index);
+        }
+    }
+    let mut result = empty_result(workspace);
+    result.removed = doomed
+        .iter()
+        .map(|&i| Root::from(&current.roots[i]))
+        .collect();
+    let mut next = current;
+    let mut index = 0;
+    next.roots.retain(|_| {
+        index += 1;
+        !doomed.contains(&(index - 1))
+    });
+    Ok(plan_change(pending, workspace, next, result, origin))
+}
+
+/// `next` as the next revision of `workspace` if anything changed, made by `origin` now; else a
+/// no-op at the workspace's current revision. Every change is planned here, so every change
+/// carries who made it and when into the journal, and from there into the history.
+fn plan_change(
+    pending: &Contents,
+    workspace: &WorkspaceName,
+    mut next: StoredWorkspaceV1,
+    mut result: ChangeResult,
+    origin: Origin,
+) -> Plan<ChangeResult> {
+    result.total = next.roots.len();
+    let changed =
+        !(result.added.is_empty() && result.renamed.is_empty() && result.removed.is_empty());
+    if !changed {
+        result.revision = pending.workspaces.get(workspace).map_or(0, |w| w.revision);
+        return Plan::Unchanged {
+            revision: result.revision,
+            reply: result,
+        };
+    }
+    let revision = pending.revision + 1;
+    next.revision = revision;
+    result.revision = revision;
+    Plan::Write(
+        Change {
+            revision,
+            workspace: workspace.clone(),
+            state: next,
+            origin: Some(origin),
+            time_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        },
+        result,
+    )
+}
+
+fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
+    ChangeResult {
+        workspace: workspace.clone(),
+        revision: 0,
+        added: Vec::new(),
+        renamed: Vec::new(),
+        unchanged: Vec::new(),
+        removed: Vec::new(),
+        total: 0,
+        notified_sessions: 0,
+    }
+}
+
+/// Finds the root a removal target names: by URI first, then by display name.
+fn find_target(
+    roots: &[StoredRootV1],
+    target: &RemoveTarget,
+    workspace: &WorkspaceName,
+) -> Result<usize, RequestError> {
+    if let Some(uri) = &target.uri {
+        let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
+        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
+            return Ok(index);
+        }
+    }
+    if let Some(name) = &target.name {
+        let matches: Vec<usize> = roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.name.as_deref() == Some(name))
+            .map(|(i, _)| i)
+            .collect();
+        match matches.as_slice() {
+            [index] => return Ok(*index),
+            [] => {}
+            _ => {
+                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
+                return Err(RequestError::new(
+                    wire::code::AMBIGUOUS,
+                    format!(
+                        "{:?} is the name of {} roots in workspace {workspace} ({}): remove them by path or URI instead",
+                        target.input,
+                        matches.len(),
+                        uris.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Err(RequestError::new(
+        wire::code::NOT_FOUND,
+        format!(
+            "{:?} is not a root of workspace {workspace}: nothing was removed (see `rootsctl list --workspace {workspace}`)",
+            target.input
+        ),
+    ))
+}
