@@ -25,6 +25,7 @@ fn method() -> impl Strategy<Value = Value> {
             "session.update",
             "sessions.list",
             "wait",
+            "log",
         ])
         .prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::from),
@@ -62,6 +63,8 @@ fn params() -> impl Strategy<Value = Value> {
         "timeout_ms",
         "fetched_revision",
         "server",
+        "limit",
+        "before",
         "x",
     ]);
     scalar.prop_recursive(3, 32, 5, move |inner| {

@@ -6,8 +6,8 @@
 use rootsd::connection::{parse, parse_request};
 use rootsd::error::RequestError;
 use rootsd_proto::wire::{
-    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, RegisterSession, RemoveRoots,
-    Response, Status, UpdateSession, WaitForSessions, Watch, code,
+    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Log, Method, RegisterSession,
+    RemoveRoots, Response, Status, UpdateSession, WaitForSessions, Watch, code,
 };
 use serde_json::Value;
 
@@ -92,6 +92,7 @@ fn typed(method: &str, params: Value) -> Option<(&'static str, Result<(), Reques
         UpdateSession::NAME => read::<UpdateSession>(params),
         ListSessions::NAME => read::<ListSessions>(params),
         WaitForSessions::NAME => read::<WaitForSessions>(params),
+        Log::NAME => read::<Log>(params),
         _ => None,
     }
 }
