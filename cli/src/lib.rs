@@ -5,6 +5,7 @@
 //! - [`autostart`]: finding the socket and starting rootsd when it is not running.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
+//! - [`log`]: `rootsctl log`, the history of changes, page by page.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
@@ -20,6 +21,7 @@ pub mod commands;
 pub mod doctor;
 pub mod errors;
 pub mod locate;
+pub mod log;
 pub mod output;
 pub mod proxy;
 pub mod resolve;
