@@ -1,5 +1,5 @@
 //! End-to-end tests of rootsd's core: roots in and out through `rootsctl`, persistence across
-//! restarts and crashes, one daemon per state directory, the socket's safety rules, the control
+//! restarts and crashes, the history of changes (`rootsctl log`), one daemon per state directory, the socket's safety rules, the control
 //! protocol's handling of bad input, autostart, and rootsctl's exit statuses.
 //!
 //! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
@@ -15,6 +15,8 @@ mod cli;
 mod crash;
 #[path = "core/daemon.rs"]
 mod daemon;
+#[path = "core/history.rs"]
+mod history;
 #[path = "core/input.rs"]
 mod input;
 #[path = "core/protocol.rs"]
