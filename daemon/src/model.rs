@@ -130,15 +130,19 @@ impl OmittedV1 {
 }
 
 impl Contents {
-    /// Applies `change`, which must be the next revision, and records it in the history
-    /// (dropping the oldest entry past [`crate::limits::HISTORY_ENTRIES`]).
+    /// Applies `change`, which must be the next revision, and records it in the history, which
+    /// keeps the changes of the last [`crate::limits::HISTORY_ENTRIES`] revisions (every change
+    /// has an entry, so that many entries), dropping the oldest first.
     pub fn apply(&mut self, change: &Change) {
         debug_assert!(change.revision > self.revision, "changes apply in order");
+        let window = crate::limits::HISTORY_ENTRIES as u64;
+        while let Some(oldest) = self.history.front()
+            && oldest.revision + window <= change.revision
+        {
+            self.history.pop_front();
+        }
         if let Some(entry) = crate::history::entry(self.workspaces.get(&change.workspace), change) {
             self.history.push_back(entry);
-            while self.history.len() > crate::limits::HISTORY_ENTRIES {
-                self.history.pop_front();
-            }
         }
         self.revision = change.revision;
         self.workspaces
