@@ -1,7 +1,8 @@
 //! Group commit: every change is written to the journal, and one `fdatasync` on a thread of its
 //! own makes every change written so far durable at once, so that fifty writers at the same
-//! moment cost about one sync, not fifty. Only then is a change acknowledged, applied to the
-//! state readers see, handed to the database, and published.
+//! moment cost about one sync, not fifty. Only then is a change applied to the state readers
+//! see, published, and acknowledged; the database takes it afterwards, when no sync is waiting,
+//! so that sled's work never stands between a writer and its acknowledgement.
 //!
 //! The writers' view ("pending": every change written, durable or not) and the readers' view
 //! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
@@ -74,6 +75,10 @@ struct State {
     database_stale: bool,
     /// The revision the journal last recorded a checkpoint at.
     checkpointed: u64,
+    /// Durable, acknowledged changes the database has not taken yet, in order. It takes them
+    /// when no sync is waiting, and before every checkpoint; a checkpoint comes at the latest
+    /// after [`CHECKPOINT_AFTER_CHANGES`], so this stays bounded.
+    behind: Vec<Change>,
     last_write: Instant,
     closing: bool,
 }
@@ -118,6 +123,7 @@ impl Committer {
                 since_checkpoint: 0,
                 database_stale: false,
                 checkpointed: 0,
+                behind: Vec::new(),
                 last_write: Instant::now(),
                 closing: false,
             }),
@@ -245,6 +251,13 @@ impl Drop for Committer {
 fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
     let mut state = shared.state.lock().expect("commit state");
     loop {
+        if state.unsynced.is_empty() && !state.behind.is_empty() {
+            let behind = std::mem::take(&mut state.behind);
+            drop(state);
+            catch_up_database(shared, &behind);
+            state = shared.state.lock().expect("commit state");
+            continue;
+        }
         if state.unsynced.is_empty() {
             if state.closing {
                 drop(state);
@@ -284,8 +297,9 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                 let batch: Vec<Written> = state.unsynced.drain(..count).collect();
                 state.since_checkpoint += batch.len();
                 drop(state);
-                publish(shared, batch);
+                let published = publish(shared, batch);
                 state = shared.state.lock().expect("commit state");
+                state.behind.extend(published);
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
                     || state.journal.wants_compaction()
                 {
@@ -321,11 +335,11 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
     }
 }
 
-/// Applies durable changes to the committed view and the database, publishes them, and
-/// acknowledges their writers, in order.
-fn publish(shared: &Shared, batch: Vec<Written>) {
-    let changes: Vec<Change> = batch.iter().map(|w| w.change.clone()).collect();
-    for written in &batch {
+/// Applies durable changes to the committed view, publishes them, and acknowledges their
+/// writers, in order. Returns the changes, for the database.
+fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
+    let mut changes = Vec::with_capacity(batch.len());
+    for written in batch {
         shared
             .committed
             .write()
@@ -336,21 +350,26 @@ fn publish(shared: &Shared, batch: Vec<Written>) {
         // Only this thread writes `committed`, so no change can slip in between.
         let committed = shared.committed.read().expect("committed");
         (shared.on_durable)(&written.change, &committed);
+        drop(committed);
+        for waiter in written.waiters {
+            let _ = waiter.send(Ok(()));
+        }
+        changes.push(written.change);
     }
+    changes
+}
+
+/// Hands the database the durable changes it has not taken yet, as one batch.
+fn catch_up_database(shared: &Shared, changes: &[Change]) {
     let applied = match shared.store.lock().expect("store").as_ref() {
-        // The committed view now holds the batch's history entries too. Only this thread
-        // writes it, so reading it while sled applies the batch holds up no writer.
-        Some(store) => store.apply(&changes, &shared.committed.read().expect("committed")),
+        // The committed view holds these changes' history entries. Only this thread writes it,
+        // so reading it while sled applies the batch holds up no writer.
+        Some(store) => store.apply(changes, &shared.committed.read().expect("committed")),
         None => Ok(()),
     };
     if let Err(error) = applied {
         let mut state = shared.state.lock().expect("commit state");
         note_database_problem(&mut state, &error);
-    }
-    for written in batch {
-        for waiter in written.waiters {
-            let _ = waiter.send(Ok(()));
-        }
     }
 }
 
@@ -367,6 +386,8 @@ fn note_database_problem(state: &mut State, error: &StoreError) {
 /// rewrites a database that failed, and compacts a long journal. `last`: at shutdown, where the
 /// journal is synced too and a failure is the caller's to report.
 fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
+    let behind = std::mem::take(&mut shared.state.lock().expect("commit state").behind);
+    catch_up_database(shared, &behind);
     let stale = shared.state.lock().expect("commit state").database_stale;
     // Read in place rather than cloned: the contents hold the history, a few hundred KB. Only
     // this thread writes them, so holding the read lock blocks no writer, and readers share it.
