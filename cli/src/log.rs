@@ -42,6 +42,11 @@ pub async fn run(target: &Target, args: LogArgs, out: &mut impl Write) -> anyhow
             break;
         }
     }
+    if log.entries.len() > wanted {
+        // A daemon that sent more than asked: show what was asked for.
+        log.entries.truncate(wanted);
+        log.more = true;
+    }
     if args.json.json {
         return Ok(output::json(out, &log)?);
     }
