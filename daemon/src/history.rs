@@ -402,6 +402,41 @@ mod tests {
     }
 
     #[test]
+    fn sessions_and_the_daemon_are_authors_too_and_reach_the_wire_as_such() {
+        let proxy = PeerV1 {
+            uid: 1000,
+            pid: Some(5150),
+            ..PeerV1::default()
+        };
+        let label = "x".repeat(1000);
+        let mut published = change(1, "w", vec![root("file:///host", None)]);
+        published.origin = Some(Origin::session(12, &label, proxy.clone()));
+        let mut withdrawn = change(2, "w", Vec::new());
+        withdrawn.origin = Some(Origin::daemon("session 12 ended"));
+        let mut contents = Contents::default();
+        contents.apply(&published);
+        contents.apply(&withdrawn);
+        let (selected, _) = select(&contents.history, None, None, 10);
+        let (entries, _) = page(selected, false);
+        assert_eq!(
+            entries[0].who,
+            Who::Daemon {
+                reason: "session 12 ended".to_owned()
+            }
+        );
+        assert_eq!(entries[0].removed.len(), 1);
+        match &entries[1].who {
+            Who::Session { id, label, peer } => {
+                assert_eq!(
+                    (*id, label.len(), peer.pid),
+                    (12, HISTORY_TEXT_BYTES, Some(5150))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn texts_about_the_author_are_cut_at_a_character_boundary() {
         assert_eq!(bounded_text("rootsctl 0.1.0"), "rootsctl 0.1.0");
         let long = "é".repeat(HISTORY_TEXT_BYTES);

@@ -67,6 +67,25 @@ pub enum Origin {
     Daemon { reason: String },
 }
 
+impl Origin {
+    /// A change the daemon makes on behalf of session `id` (labelled `label`), whose proxy is
+    /// connected as `peer`; the label is cut to [`crate::limits::HISTORY_TEXT_BYTES`].
+    pub fn session(id: u64, label: &str, peer: PeerV1) -> Self {
+        Self::Session {
+            id,
+            label: crate::history::bounded_text(label),
+            peer,
+        }
+    }
+
+    /// A change the daemon makes of its own accord, for `reason`.
+    pub fn daemon(reason: &str) -> Self {
+        Self::Daemon {
+            reason: crate::history::bounded_text(reason),
+        }
+    }
+}
+
 /// A peer of the control socket. `uid` and `pid` are the kernel's (`SO_PEERCRED`), `user` the
 /// uid's name in `/etc/passwd`, `process` its `/proc/PID/comm` at hello, `client` what it
 /// claimed in hello.
