@@ -99,6 +99,13 @@ pub enum Command {
     Watch(WatchArgs),
     /// List the live MCP sessions (rootsctl proxy instances)
     Sessions(JsonArg),
+    /// Show who changed the roots, and when: every change, newest first
+    ///
+    /// Each change is shown with its time (UTC), store revision, workspace, who made it and what
+    /// it added (+), renamed (~) or removed (-). Who: the user and the process (name[pid]), as the
+    /// kernel described the connection that asked for the change. rootsd keeps the last 1,000
+    /// changes, across restarts.
+    Log(LogArgs),
     /// Run a stdio MCP server behind rootsd: `rootsctl proxy [OPTIONS] -- COMMAND ARGS...`
     ///
     /// Put this in front of the server command in any host's configuration. The server is told
@@ -235,6 +242,24 @@ pub struct ListArgs {
     /// always shows ORIGIN (without --long, only when a session publishes a root)
     #[arg(long, short = 'l')]
     pub long: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only changes of this workspace [default: every workspace]
+    #[arg(long, short = 'w', value_name = "NAME")]
+    pub workspace: Option<WorkspaceName>,
+    /// Show at most N changes, the newest
+    #[arg(
+        long = "max-count",
+        short = 'n',
+        value_name = "N",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub count: u32,
     #[command(flatten)]
     pub json: JsonArg,
 }

@@ -5,6 +5,7 @@
 //! - [`autostart`]: finding the socket and starting rootsd when it is not running.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
+//! - [`log`]: `rootsctl log`, the history of changes, page by page.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
 //! - [`presence`]: whether each root's directory is there (missing, not a directory, unreadable).
@@ -21,6 +22,7 @@ pub mod commands;
 pub mod doctor;
 pub mod errors;
 pub mod locate;
+pub mod log;
 pub mod output;
 pub mod presence;
 pub mod proxy;

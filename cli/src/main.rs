@@ -74,6 +74,7 @@ async fn run(command: Command, target: &Target, out: &mut impl io::Write) -> any
         Command::Status(args) => commands::status(target, args, out).await,
         Command::Watch(args) => commands::watch(target, args, out).await,
         Command::Sessions(args) => commands::sessions(target, args, out).await,
+        Command::Log(args) => rootsctl::log::run(target, args, out).await,
         Command::Doctor(args) => rootsctl::doctor::run(target, args, out).await,
         Command::Proxy(_) | Command::Completions { .. } => {
             unreachable!("handled in main, which owns stdout for them")

@@ -1,7 +1,8 @@
 //! Group commit: every change is written to the journal, and one `fdatasync` on a thread of its
 //! own makes every change written so far durable at once, so that fifty writers at the same
-//! moment cost about one sync, not fifty. Only then is a change acknowledged, applied to the
-//! state readers see, handed to the database, and published.
+//! moment cost about one sync, not fifty. Only then is a change applied to the state readers
+//! see, published, and acknowledged; the database takes it afterwards, when no sync is waiting,
+//! so that sled's work never stands between a writer and its acknowledgement.
 //!
 //! The writers' view ("pending": every change written, durable or not) and the readers' view
 //! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 
 use crate::error::StoreError;
-use crate::journal::{self, Entry, Journal};
+use crate::journal::{Entry, Journal};
 use crate::model::{Change, Contents};
 use crate::store::Store;
 
@@ -74,6 +75,10 @@ struct State {
     database_stale: bool,
     /// The revision the journal last recorded a checkpoint at.
     checkpointed: u64,
+    /// Durable, acknowledged changes the database has not taken yet, in order. It takes them
+    /// when no sync is waiting, and before every checkpoint; a checkpoint comes at the latest
+    /// after [`CHECKPOINT_AFTER_CHANGES`], so this stays bounded.
+    behind: Vec<Change>,
     last_write: Instant,
     closing: bool,
 }
@@ -118,6 +123,7 @@ impl Committer {
                 since_checkpoint: 0,
                 database_stale: false,
                 checkpointed: 0,
+                behind: Vec::new(),
                 last_write: Instant::now(),
                 closing: false,
             }),
@@ -245,6 +251,13 @@ impl Drop for Committer {
 fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
     let mut state = shared.state.lock().expect("commit state");
     loop {
+        if state.unsynced.is_empty() && !state.behind.is_empty() {
+            let behind = std::mem::take(&mut state.behind);
+            drop(state);
+            catch_up_database(shared, &behind);
+            state = shared.state.lock().expect("commit state");
+            continue;
+        }
         if state.unsynced.is_empty() {
             if state.closing {
                 drop(state);
@@ -284,10 +297,11 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                 let batch: Vec<Written> = state.unsynced.drain(..count).collect();
                 state.since_checkpoint += batch.len();
                 drop(state);
-                publish(shared, batch);
+                let published = publish(shared, batch);
                 state = shared.state.lock().expect("commit state");
+                state.behind.extend(published);
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
-                    || state.journal.len() > journal::COMPACT_AFTER
+                    || state.journal.wants_compaction()
                 {
                     drop(state);
                     let _ = checkpoint(shared, false);
@@ -321,13 +335,9 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
     }
 }
 
-/// Applies durable changes to the committed view, publishes them, acknowledges their writers,
-/// and then applies them to the database, in order.
-///
-/// Writers are acknowledged before the database takes their changes: the journal already holds
-/// them durably (the database is a checkpointed copy that start-up catches up from the
-/// journal), and a burst of 50 changes would otherwise wait for 50 sled inserts.
-fn publish(shared: &Shared, batch: Vec<Written>) {
+/// Applies durable changes to the committed view, publishes them, and acknowledges their
+/// writers, in order. Returns the changes, for the database.
+fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
     let mut changes = Vec::with_capacity(batch.len());
     for written in batch {
         shared
@@ -335,20 +345,26 @@ fn publish(shared: &Shared, batch: Vec<Written>) {
             .write()
             .expect("committed")
             .apply(&written.change);
-        {
-            // Publishing reads only the changed workspace, under a read lock: cloning the whole
-            // contents per change made a burst of changes quadratic in the number of
-            // workspaces. Only this thread writes `committed`, so no change slips in between.
-            let committed = shared.committed.read().expect("committed");
-            (shared.on_durable)(&written.change, &committed);
-        }
+        // Publishing reads only the changed workspace, under a read lock: cloning the whole
+        // contents per change made a burst of changes quadratic in the number of workspaces.
+        // Only this thread writes `committed`, so no change can slip in between.
+        let committed = shared.committed.read().expect("committed");
+        (shared.on_durable)(&written.change, &committed);
+        drop(committed);
         for waiter in written.waiters {
             let _ = waiter.send(Ok(()));
         }
         changes.push(written.change);
     }
+    changes
+}
+
+/// Hands the database the durable changes it has not taken yet, as one batch.
+fn catch_up_database(shared: &Shared, changes: &[Change]) {
     let applied = match shared.store.lock().expect("store").as_ref() {
-        Some(store) => store.apply(&changes),
+        // The committed view holds these changes' history entries. Only this thread writes it,
+        // so reading it while sled applies the batch holds up no writer.
+        Some(store) => store.apply(changes, &shared.committed.read().expect("committed")),
         None => Ok(()),
     };
     if let Err(error) = applied {
@@ -370,8 +386,12 @@ fn note_database_problem(state: &mut State, error: &StoreError) {
 /// rewrites a database that failed, and compacts a long journal. `last`: at shutdown, where the
 /// journal is synced too and a failure is the caller's to report.
 fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
+    let behind = std::mem::take(&mut shared.state.lock().expect("commit state").behind);
+    catch_up_database(shared, &behind);
     let stale = shared.state.lock().expect("commit state").database_stale;
-    let committed = shared.committed.read().expect("committed").clone();
+    // Read in place rather than cloned: the contents hold the history, a few hundred KB. Only
+    // this thread writes them, so holding the read lock blocks no writer, and readers share it.
+    let committed = shared.committed.read().expect("committed");
     let done = {
         let mut store = shared.store.lock().expect("store");
         if stale {
@@ -403,7 +423,7 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
             error,
         }
     };
-    if state.unsynced.is_empty() && state.journal.len() > journal::COMPACT_AFTER {
+    if state.unsynced.is_empty() && state.journal.wants_compaction() {
         // Nothing is in flight, so the pending view is the committed one: the journal can start
         // afresh from it.
         let fresh = Journal::create(&path, &committed, committed.revision)

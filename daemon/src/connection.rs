@@ -13,7 +13,7 @@ use std::time::Duration;
 use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
-    self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces,
+    self, AddRoots, ErrorObject, Hello, HelloResult, ListRoots, ListSessions, ListWorkspaces, Log,
     Method, PublishRoots, RegisterResult, RegisterSession, RemoveRoots, RootsSnapshot,
     SessionsResult, Status, StatusResult, StoreHealth, StoreState, UpdateSession, WaitForSessions,
     WaitResult, Watch, WatchResult, WorkspacesResult, code,
@@ -22,6 +22,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::author::Author;
 use crate::committer::Health;
 use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
@@ -48,7 +49,7 @@ pub async fn serve(
         registry: &registry,
         info: &info,
         shutdown: &shutdown,
-        greeted: false,
+        author: None,
         session: None,
         feed: None,
     };
@@ -59,7 +60,7 @@ pub async fn serve(
             None => tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep_until(hello_deadline), if !state.greeted => {
+                () = tokio::time::sleep_until(hello_deadline), if state.author.is_none() => {
                     tracing::debug!("closing a connection that did not say hello in time");
                     break;
                 }
@@ -207,7 +208,8 @@ struct ConnectionState<'a> {
     registry: &'a Registry,
     info: &'a DaemonInfo,
     shutdown: &'a CancellationToken,
-    greeted: bool,
+    /// Who this connection is, recorded at hello: `Some` once it is greeted.
+    author: Option<Author>,
     session: Option<Session<'a>>,
     feed: Option<Feed>,
 }
@@ -239,7 +241,7 @@ impl<'a> ConnectionState<'a> {
     /// Runs one request; the result is its raw JSON.
     async fn dispatch(&mut self, request: Incoming<'_>) -> Result<String, RequestError> {
         let Incoming { method, params, .. } = request;
-        if !self.greeted && method != Hello::NAME {
+        if self.author.is_none() && method != Hello::NAME {
             return Err(RequestError::new(
                 code::HELLO_REQUIRED,
                 format!(
@@ -256,14 +258,20 @@ impl<'a> ConnectionState<'a> {
             AddRoots::NAME => {
                 self.may_change_roots()?;
                 let params = parse::<AddRoots>(params)?;
-                reply::<AddRoots>(self.registry.add(&params.workspace, params.roots).await?)
+                let origin = self.origin();
+                reply::<AddRoots>(
+                    self.registry
+                        .add(&params.workspace, params.roots, origin)
+                        .await?,
+                )
             }
             RemoveRoots::NAME => {
                 self.may_change_roots()?;
                 let params = parse::<RemoveRoots>(params)?;
+                let origin = self.origin();
                 reply::<RemoveRoots>(
                     self.registry
-                        .remove(&params.workspace, params.targets)
+                        .remove(&params.workspace, params.targets, origin)
                         .await?,
                 )
             }
@@ -296,7 +304,8 @@ impl<'a> ConnectionState<'a> {
                         "this connection already registered a session: open a new connection for another",
                     ));
                 }
-                let mut session = self.registry.register_session(params).await;
+                let peer = self.peer_of_changes();
+                let mut session = self.registry.register_session(params, peer).await;
                 let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update().snapshot);
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
@@ -325,10 +334,13 @@ impl<'a> ConnectionState<'a> {
                 let params = parse::<WaitForSessions>(params)?;
                 reply::<WaitForSessions>(self.wait(params).await)
             }
+            // Every admitted peer may read the log, as it may read the roots: on a shared
+            // service, who changed the roots everyone works in is the members' business too.
+            Log::NAME => reply::<Log>(self.registry.log(&parse::<Log>(params)?)),
             other => Err(RequestError::new(
                 code::METHOD_NOT_FOUND,
                 format!(
-                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, session.publish, sessions.list and wait",
+                    "unknown method {other:?}: this rootsd ({}) knows hello, roots.list, roots.add, roots.remove, workspaces.list, status, watch, session.register, session.update, session.publish, sessions.list, wait and log",
                     env!("CARGO_PKG_VERSION")
                 ),
             )),
@@ -353,7 +365,7 @@ impl<'a> ConnectionState<'a> {
                 ),
             ));
         }
-        self.greeted = true;
+        self.author = Some(Author::at_hello(&self.peer, &params.client));
         tracing::debug!(client = %params.client, "hello");
         reply::<Hello>(HelloResult {
             protocol_version: wire::PROTOCOL_VERSION,
@@ -444,6 +456,24 @@ impl<'a> ConnectionState<'a> {
                 rustix::process::geteuid().as_raw()
             ),
         ))
+    }
+
+    /// Who makes a change on this connection, for the history. Only a greeted connection
+    /// (which has an author) gets to make one; the kernel's uid alone stands in otherwise.
+    fn origin(&self) -> crate::model::Origin {
+        crate::model::Origin::Peer(self.peer_of_changes())
+    }
+
+    /// This connection as the history names it, for changes it makes or that are made on behalf
+    /// of its session.
+    fn peer_of_changes(&self) -> crate::model::PeerV1 {
+        self.author.as_ref().map_or_else(
+            || crate::model::PeerV1 {
+                uid: self.peer.uid,
+                ..Default::default()
+            },
+            Author::peer,
+        )
     }
 
     fn registered(&self) -> Result<&Session<'a>, RequestError> {

@@ -10,11 +10,13 @@
 //! The file is text, one record per line: eight hex digits of the CRC-32 of the JSON that
 //! follows, a space, the JSON, a newline. It starts with a snapshot of everything and then holds
 //! changes (each the whole new state of one workspace) and checkpoints (the database is durable
-//! up to a revision). When it grows past [`COMPACT_AFTER`] it is rewritten as one snapshot.
+//! up to a revision). When the records after its snapshot grow past [`COMPACT_AFTER`] it is
+//! rewritten as one snapshot (measured after the snapshot, because the snapshot itself, which
+//! holds the history, may be large).
 //! A last line without its newline is a write that never completed (and so was never
 //! acknowledged) and is dropped; any other line that does not check out is damage.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
@@ -23,12 +25,13 @@ use std::path::{Path, PathBuf};
 use rootsd_proto::WorkspaceName;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Change, ChangeOrigin, Contents, StoredWorkspaceV1};
+use crate::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
 
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
 
-/// Past this size the journal is rewritten as a single snapshot.
+/// Once the records after its snapshot pass this size, the journal is rewritten as a single
+/// snapshot.
 pub const COMPACT_AFTER: u64 = 1 << 20;
 
 /// One record.
@@ -40,25 +43,34 @@ pub enum Entry {
     Checkpoint(u64),
 }
 
-/// A record as stored.
+/// A record as stored. Fields added since the first version default when absent, so that a
+/// journal written before them still reads: a change without `origin` has no history entry, and
+/// a snapshot without `history` has an empty one.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum RecordV1 {
     Snapshot {
         revision: u64,
         workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+        #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+        history: VecDeque<HistoryEntryV1>,
     },
     Change {
         revision: u64,
         workspace: WorkspaceName,
         state: StoredWorkspaceV1,
-        /// Who made the change; absent for changes by hand (and in records older than origins).
-        #[serde(default, skip_serializing_if = "ChangeOrigin::is_hand")]
-        by: ChangeOrigin,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        origin: Option<Origin>,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        time_unix_ms: u64,
     },
     Checkpoint {
         revision: u64,
     },
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Why a journal cannot be trusted, with where.
@@ -81,6 +93,8 @@ pub struct Replay {
     pub checkpoint: u64,
     /// Bytes of whole, valid records: where the next record goes.
     pub valid_len: u64,
+    /// Bytes of the snapshot the journal starts with.
+    pub snapshot_len: u64,
     /// Bytes of a last record that was never completed, dropped.
     pub torn: u64,
     /// The first damaged record, if any; everything before it is in `base` and `changes`.
@@ -116,12 +130,14 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
         Entry::Snapshot(contents) => RecordV1::Snapshot {
             revision: contents.revision,
             workspaces: contents.workspaces.clone(),
+            history: contents.history.clone(),
         },
         Entry::Change(change) => RecordV1::Change {
             revision: change.revision,
             workspace: change.workspace.clone(),
             state: change.state.clone(),
-            by: change.origin.clone(),
+            origin: change.origin.clone(),
+            time_unix_ms: change.time_unix_ms,
         },
         Entry::Checkpoint(revision) => RecordV1::Checkpoint {
             revision: *revision,
@@ -152,20 +168,24 @@ fn decode(line: &[u8]) -> Result<Entry, String> {
         RecordV1::Snapshot {
             revision,
             workspaces,
+            history,
         } => Entry::Snapshot(Contents {
             revision,
             workspaces,
+            history,
         }),
         RecordV1::Change {
             revision,
             workspace,
             state,
-            by,
+            origin,
+            time_unix_ms,
         } => Entry::Change(Change {
             revision,
             workspace,
             state,
-            origin: by,
+            origin,
+            time_unix_ms,
         }),
         RecordV1::Checkpoint { revision } => Entry::Checkpoint(revision),
     })
@@ -179,6 +199,7 @@ pub fn replay(bytes: &[u8]) -> Replay {
         changes: Vec::new(),
         checkpoint: 0,
         valid_len: 0,
+        snapshot_len: 0,
         torn: 0,
         damage: None,
     };
@@ -227,6 +248,7 @@ pub fn replay(bytes: &[u8]) -> Replay {
             Entry::Snapshot(contents) => {
                 replay.checkpoint = contents.revision;
                 replay.base = contents;
+                replay.snapshot_len = (end + 1) as u64;
             }
             Entry::Change(change) => replay.changes.push(change),
             Entry::Checkpoint(revision) => replay.checkpoint = replay.checkpoint.max(revision),
@@ -264,6 +286,7 @@ pub struct Journal {
     file: File,
     path: PathBuf,
     len: u64,
+    snapshot_len: u64,
 }
 
 impl Journal {
@@ -274,6 +297,7 @@ impl Journal {
         let dir = path.parent().unwrap_or(Path::new("."));
         let temporary = path.with_extension("journal.new");
         let mut bytes = encode(&Entry::Snapshot(contents.clone()));
+        let snapshot_len = bytes.len() as u64;
         if checkpoint > contents.revision {
             return Err(io::Error::other(
                 "a checkpoint cannot be ahead of the snapshot",
@@ -292,12 +316,14 @@ impl Journal {
             file,
             path: path.to_owned(),
             len: bytes.len() as u64,
+            snapshot_len,
         })
     }
 
-    /// Opens an existing journal for appending after its `valid_len` bytes, cutting off a torn
-    /// last record.
-    pub fn open(path: &Path, valid_len: u64) -> io::Result<Self> {
+    /// Opens an existing journal, as `replay` found it, for appending after its valid records,
+    /// cutting off a torn last record.
+    pub fn open(path: &Path, replay: &Replay) -> io::Result<Self> {
+        let valid_len = replay.valid_len;
         let file = private_file(path, false)?;
         if file.metadata()?.len() != valid_len {
             file.set_len(valid_len)?;
@@ -307,6 +333,7 @@ impl Journal {
             file,
             path: path.to_owned(),
             len: valid_len,
+            snapshot_len: replay.snapshot_len,
         })
     }
 
@@ -321,6 +348,12 @@ impl Journal {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`], so that the
+    /// journal should be rewritten as one snapshot.
+    pub fn wants_compaction(&self) -> bool {
+        self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER
     }
 
     /// Writes `entry` after the last record. Not durable until [`Journal::sync`].
@@ -396,8 +429,97 @@ mod tests {
                     })
                     .collect(),
             },
-            origin: ChangeOrigin::Hand,
+            origin: Some(Origin::Peer(crate::model::PeerV1 {
+                uid: 1000,
+                user: Some("ana".to_owned()),
+                pid: Some(4242),
+                process: Some("rootsctl".to_owned()),
+                client: Some("rootsctl 0.1.0".to_owned()),
+            })),
+            time_unix_ms: 1_796_000_000_000 + revision,
         }
+    }
+
+    #[test]
+    fn who_made_a_change_and_when_round_trip_and_replay_rebuilds_the_history() {
+        let first = change(1, "a", &["file:///x"]);
+        let second = change(2, "a", &["file:///y"]);
+        let bytes = journal(&[
+            base(),
+            Entry::Change(first.clone()),
+            Entry::Change(second.clone()),
+        ]);
+        let replay = replay(&bytes);
+        assert_eq!(replay.changes, [first, second]);
+        let contents = replay.contents();
+        let revisions: Vec<u64> = contents.history.iter().map(|e| e.revision).collect();
+        assert_eq!(revisions, [1, 2]);
+        assert_eq!(contents.history[1].removed[0].uri, "file:///x");
+        // A snapshot carries the history, so compaction keeps it.
+        let compacted = journal(&[Entry::Snapshot(contents.clone())]);
+        assert_eq!(super::replay(&compacted).contents(), contents);
+    }
+
+    #[test]
+    fn records_written_before_the_history_existed_still_read_and_make_no_entries() {
+        // Lines as a rootsd without history wrote them.
+        let records = [
+            r#"{"kind":"snapshot","revision":0,"workspaces":{}}"#,
+            r#"{"kind":"change","revision":1,"workspace":"a","state":{"revision":1,"roots":[{"uri":"file:///x"}]}}"#,
+            r#"{"kind":"checkpoint","revision":1}"#,
+        ];
+        let bytes: Vec<u8> = records
+            .iter()
+            .flat_map(|json| {
+                format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())).into_bytes()
+            })
+            .collect();
+        let replay = replay(&bytes);
+        assert_eq!(replay.damage, None);
+        assert_eq!(replay.changes[0].origin, None);
+        let contents = replay.contents();
+        assert_eq!(contents.root_count(), 1);
+        assert!(contents.history.is_empty());
+        assert_eq!(contents.recorded_from(), 2);
+        // And what this rootsd writes for a change without an origin is what that one wrote.
+        let line = encode(&Entry::Change(replay.changes[0].clone()));
+        assert_eq!(&line[9..line.len() - 1], records[1].as_bytes());
+    }
+
+    #[test]
+    fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_the_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let mut contents = Contents::default();
+        let long = "z".repeat(8000);
+        for revision in 1..=200 {
+            contents.apply(&change(
+                revision,
+                "a",
+                &[&format!("file:///{long}/{revision}")],
+            ));
+        }
+        let mut journal = Journal::create(&path, &contents, contents.revision).unwrap();
+        assert!(journal.len() > COMPACT_AFTER, "the snapshot alone is large");
+        assert!(!journal.wants_compaction());
+        let mut revision = contents.revision;
+        while !journal.wants_compaction() {
+            revision += 1;
+            journal
+                .append(&Entry::Change(change(
+                    revision,
+                    "a",
+                    &[&format!("file:///{long}")],
+                )))
+                .unwrap();
+        }
+        let grown = journal.len() - encode(&Entry::Snapshot(contents.clone())).len() as u64;
+        assert!(
+            grown > COMPACT_AFTER && grown < COMPACT_AFTER + 20_000,
+            "{grown}"
+        );
+        let reopened = Journal::open(&path, &read(&path).unwrap().unwrap()).unwrap();
+        assert!(reopened.wants_compaction());
     }
 
     fn journal(entries: &[Entry]) -> Vec<u8> {
@@ -437,7 +559,10 @@ mod tests {
         let replay = replay(&bytes);
         assert_eq!(replay.damage, None);
         let change = &replay.changes[0];
-        assert_eq!(change.origin, ChangeOrigin::Hand);
+        assert_eq!(
+            change.origin, None,
+            "no origin: a record of a rootsd that kept no history"
+        );
         assert!(change.state.roots[0].by_hand && change.state.roots[0].published_by.is_empty());
         // Such a root is written as it was read: the new fields are left out when they say
         // what an old record meant.
@@ -455,7 +580,15 @@ mod tests {
                 label: "code".into(),
                 pid: 42,
             });
-        published.origin = ChangeOrigin::Session(published.state.roots[0].published_by[0].clone());
+        published.origin = Some(crate::model::Origin::session(
+            3,
+            "code",
+            crate::model::PeerV1 {
+                uid: 1000,
+                pid: Some(42),
+                ..Default::default()
+            },
+        ));
         bytes.extend_from_slice(&encode(&Entry::Change(published.clone())));
         assert_eq!(super::replay(&bytes).changes[1], published);
     }

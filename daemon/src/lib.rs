@@ -11,6 +11,10 @@
 //! - [`model`]: the stored types.
 //! - [`provenance`]: who holds each root (by hand, sessions that publish their host's roots),
 //!   and the changes sessions make.
+//! - [`history`]: what each change did, computed alike for every change; the `log` query.
+//! - [`author`]: who a connection is (kernel credentials, process and user names), for the
+//!   history.
+//! - [`users`]: user names from `/etc/passwd`.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
@@ -24,12 +28,14 @@
 //! - [`args`]: the command line, shared with the man-page generator in `dist/`.
 
 pub mod args;
+pub mod author;
 pub mod committer;
 pub mod connection;
 pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod groups;
+pub mod history;
 pub mod info;
 pub mod instance;
 pub mod journal;
@@ -42,3 +48,4 @@ pub mod server;
 pub mod socket;
 pub mod store;
 pub mod systemd;
+pub mod users;

@@ -52,3 +52,25 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the daemon spends telling a refused peer why before it closes the connection.
 pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How many changes the history keeps (`rootsctl log`); past it the oldest entry is dropped.
+/// Each entry is a few hundred bytes for a typical change, so the history is about 300 KB, held
+/// in memory, in the database and in the journal's snapshot.
+pub const HISTORY_ENTRIES: usize = 1000;
+
+/// How many bytes of roots (URI and name) one history entry lists; the roots of a larger change
+/// beyond this are counted, not listed. Bounds an entry at about 16 KiB whatever the change, so
+/// the history stays under about 16 MiB even if every change is huge.
+pub const HISTORY_ENTRY_ROOT_BYTES: usize = 16 * 1024;
+
+/// How many bytes of entries (as JSON) one `log` response carries, beyond its first entry; with
+/// an entry at most about 100 KiB even if JSON escapes every character, a response stays well
+/// inside the line limit (`rootsd_proto::wire::MAX_LINE_BYTES`). The client asks for the next
+/// page.
+pub const LOG_PAGE_BYTES: usize = 256 * 1024;
+
+/// How many bytes of each text an entry records about who made a change (the client's claimed
+/// name, the user and process names, a session's label); longer ones are cut at a character
+/// boundary. The client's name comes from the client itself and could otherwise be as long as
+/// a line.
+pub const HISTORY_TEXT_BYTES: usize = 256;

@@ -3,9 +3,11 @@
 //! changes the wire).
 //!
 //! Nothing here does I/O; [`crate::store`] keeps these in sled and [`crate::journal`] in its
-//! file.
+//! file. Every change carries who made it ([`Origin`]) and when; applying it records what it
+//! did in the history ([`crate::history`]), so the history is part of the contents and is as
+//! durable, and as checked at start, as the roots.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use rootsd_proto::{Root, WorkspaceName};
 use serde::{Deserialize, Serialize};
@@ -62,50 +64,153 @@ impl StoredRootV1 {
     }
 }
 
-/// Everything stored: every workspace, at one store revision.
+/// Everything stored: every workspace, at one store revision, and the newest changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Contents {
     pub revision: u64,
     pub workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+    /// The newest changes, oldest first: at most [`crate::limits::HISTORY_ENTRIES`].
+    pub history: VecDeque<HistoryEntryV1>,
 }
 
-/// One acknowledged change: the new state of one workspace, which is the store's `revision`, and
-/// who made it.
+/// One acknowledged change: the new state of one workspace, which is the store's `revision`,
+/// and who made it when.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
     pub revision: u64,
     pub workspace: WorkspaceName,
     pub state: StoredWorkspaceV1,
-    pub origin: ChangeOrigin,
+    /// Who made it. `None` only for a change journaled by a rootsd that kept no history: it
+    /// gets no entry.
+    pub origin: Option<Origin>,
+    /// When the daemon planned it, in milliseconds since the Unix epoch.
+    pub time_unix_ms: u64,
 }
 
-/// Who made a change; the journal records it with the change.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Who made a change, as the daemon knew it when it planned the change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ChangeOrigin {
-    /// A user, through `roots.add` or `roots.remove` (`rootsctl add`, `rootsctl remove`).
-    #[default]
-    Hand,
-    /// A session: it published its host's roots, or it ended and what it published was
-    /// withdrawn.
-    Session(StoredPublisherV1),
-    /// rootsd at start-up, withdrawing what sessions of its previous run published.
-    Startup,
+pub enum Origin {
+    /// A client of the control socket.
+    Peer(PeerV1),
+    /// The daemon, on behalf of an MCP session; `peer` is the session's connection.
+    Session {
+        id: u64,
+        #[serde(default)]
+        label: String,
+        peer: PeerV1,
+    },
+    /// The daemon itself, for `reason`.
+    Daemon { reason: String },
 }
 
-impl ChangeOrigin {
-    pub fn is_hand(&self) -> bool {
-        *self == Self::Hand
+impl Origin {
+    /// A change the daemon makes on behalf of session `id` (labelled `label`), whose proxy is
+    /// connected as `peer`; the label is cut to [`crate::limits::HISTORY_TEXT_BYTES`].
+    pub fn session(id: u64, label: &str, peer: PeerV1) -> Self {
+        Self::Session {
+            id,
+            label: crate::history::bounded_text(label),
+            peer,
+        }
+    }
+
+    /// A change the daemon makes of its own accord, for `reason`.
+    pub fn daemon(reason: &str) -> Self {
+        Self::Daemon {
+            reason: crate::history::bounded_text(reason),
+        }
+    }
+}
+
+/// A peer of the control socket. `uid` and `pid` are the kernel's (`SO_PEERCRED`), `user` the
+/// uid's name in `/etc/passwd`, `process` its `/proc/PID/comm` at hello, `client` what it
+/// claimed in hello.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerV1 {
+    pub uid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+/// What one change did to its workspace, when, and who made it: computed from the change and
+/// the workspace before it ([`crate::history::entry`]), never sent by a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntryV1 {
+    pub revision: u64,
+    pub time_unix_ms: u64,
+    pub workspace: WorkspaceName,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<StoredRootV1>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renamed: Vec<RenamedV1>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<StoredRootV1>,
+    /// Roots left out of the lists above, which are bounded in bytes.
+    #[serde(default, skip_serializing_if = "OmittedV1::is_empty")]
+    pub omitted: OmittedV1,
+    pub origin: Origin,
+}
+
+/// A root whose name a change replaced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenamedV1 {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_name: Option<String>,
+}
+
+/// How many roots of each kind an entry does not list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OmittedV1 {
+    #[serde(default)]
+    pub added: usize,
+    #[serde(default)]
+    pub renamed: usize,
+    #[serde(default)]
+    pub removed: usize,
+}
+
+impl OmittedV1 {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
     }
 }
 
 impl Contents {
-    /// Applies `change`, which must be the next revision.
+    /// Applies `change`, which must be the next revision, and records it in the history, which
+    /// keeps the changes of the last [`crate::limits::HISTORY_ENTRIES`] revisions (every change
+    /// has an entry, so that many entries), dropping the oldest first.
     pub fn apply(&mut self, change: &Change) {
         debug_assert!(change.revision > self.revision, "changes apply in order");
+        let window = crate::limits::HISTORY_ENTRIES as u64;
+        while let Some(oldest) = self.history.front()
+            && oldest.revision + window <= change.revision
+        {
+            self.history.pop_front();
+        }
+        if let Some(entry) = crate::history::entry(self.workspaces.get(&change.workspace), change) {
+            self.history.push_back(entry);
+        }
         self.revision = change.revision;
         self.workspaces
             .insert(change.workspace.clone(), change.state.clone());
+    }
+
+    /// Every change from this revision on has an entry in the history: the oldest entry's, or
+    /// the next revision's when there is none.
+    pub fn recorded_from(&self) -> u64 {
+        self.history
+            .front()
+            .map_or(self.revision + 1, |entry| entry.revision)
     }
 
     /// How many roots there are in all.
@@ -130,13 +235,15 @@ impl Contents {
             .collect()
     }
 
-    /// `revision 7, 12 roots in 3 workspaces`, for messages about damage.
+    /// `revision 7, 12 roots in 3 workspaces, 7 changes in the history`, for messages about
+    /// damage.
     pub fn describe(&self) -> String {
         format!(
-            "revision {}, {} roots in {} workspaces",
+            "revision {}, {} roots in {} workspaces, {} changes in the history",
             self.revision,
             self.root_count(),
-            self.workspaces.len()
+            self.workspaces.len(),
+            self.history.len()
         )
     }
 }

@@ -16,9 +16,7 @@ use rootsd_proto::{Root, WorkspaceName};
 
 use crate::committer::Plan;
 use crate::error::RequestError;
-use crate::model::{
-    Change, ChangeOrigin, Contents, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1,
-};
+use crate::model::{Change, Contents, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1};
 
 /// A host's list as a session publishes it: every URI canonical, named, once. Refused whole, as
 /// `roots.add` is, if any root is not an acceptable local `file://` URI or there are too many.
@@ -61,6 +59,7 @@ pub fn plan_publish(
     workspace: &WorkspaceName,
     me: &StoredPublisherV1,
     roots: &[Root],
+    origin: Origin,
 ) -> Plan<PublishResult> {
     let current = pending
         .workspaces
@@ -98,13 +97,7 @@ pub fn plan_publish(
         published: roots.len(),
         declined: Vec::new(),
     };
-    match next_change(
-        pending,
-        workspace,
-        &current,
-        next,
-        ChangeOrigin::Session(me.clone()),
-    ) {
+    match next_change(pending, workspace, &current, next, origin) {
         Some(change) => {
             let revision = change.revision;
             Plan::Write(change, result(revision))
@@ -121,6 +114,7 @@ pub fn plan_withdraw(
     pending: &Contents,
     workspace: &WorkspaceName,
     me: &StoredPublisherV1,
+    origin: Origin,
 ) -> Plan<()> {
     let current = pending
         .workspaces
@@ -132,13 +126,7 @@ pub fn plan_withdraw(
         stored.published_by.retain(|p| p.session != me.session);
     }
     next.roots.retain(StoredRootV1::is_held);
-    match next_change(
-        pending,
-        workspace,
-        &current,
-        next,
-        ChangeOrigin::Session(me.clone()),
-    ) {
+    match next_change(pending, workspace, &current, next, origin) {
         Some(change) => Plan::Write(change, ()),
         None => Plan::Unchanged {
             revision: current.revision,
@@ -153,7 +141,7 @@ fn next_change(
     workspace: &WorkspaceName,
     current: &StoredWorkspaceV1,
     mut next: StoredWorkspaceV1,
-    origin: ChangeOrigin,
+    origin: Origin,
 ) -> Option<Change> {
     if next.roots == current.roots {
         return None;
@@ -164,7 +152,8 @@ fn next_change(
         revision,
         workspace: workspace.clone(),
         state: next,
-        origin,
+        origin: Some(origin),
+        time_unix_ms: crate::history::now_unix_ms(),
     })
 }
 
@@ -186,6 +175,19 @@ mod tests {
 
     fn ws() -> WorkspaceName {
         WorkspaceName::default()
+    }
+
+    /// The origin of the changes `session` makes.
+    fn by(session: &StoredPublisherV1) -> Origin {
+        Origin::session(
+            session.session,
+            &session.label,
+            crate::model::PeerV1 {
+                uid: 1000,
+                pid: Some(session.pid),
+                ..Default::default()
+            },
+        )
     }
 
     fn session(id: u64) -> StoredPublisherV1 {
@@ -253,28 +255,28 @@ mod tests {
         hand(&mut contents, &["mine"]);
         let s1 = session(1);
         let s2 = session(2);
-        let plan = plan_publish(&contents, &ws(), &s1, &roots(&["a", "mine", "b"]));
+        let plan = plan_publish(&contents, &ws(), &s1, &roots(&["a", "mine", "b"]), by(&s1));
         assert_eq!(
             apply(&mut contents, plan),
             "mine=mine(hand,s1) a=a(s1) b=b(s1)"
         );
-        let plan = plan_publish(&contents, &ws(), &s2, &roots(&["b", "c"]));
+        let plan = plan_publish(&contents, &ws(), &s2, &roots(&["b", "c"]), by(&s2));
         assert_eq!(
             apply(&mut contents, plan),
             "mine=mine(hand,s1) a=a(s1) b=b(s1,s2) c=c(s2)"
         );
         // s1's host closed `a` and `b`: `b` stays for s2, `mine` for the user.
-        let plan = plan_publish(&contents, &ws(), &s1, &roots(&["mine"]));
+        let plan = plan_publish(&contents, &ws(), &s1, &roots(&["mine"]), by(&s1));
         assert_eq!(
             apply(&mut contents, plan),
             "mine=mine(hand,s1) b=b(s2) c=c(s2)"
         );
-        let plan = plan_withdraw(&contents, &ws(), &s1);
+        let plan = plan_withdraw(&contents, &ws(), &s1, by(&s1));
         assert_eq!(
             apply(&mut contents, plan),
             "mine=mine(hand) b=b(s2) c=c(s2)"
         );
-        let plan = plan_withdraw(&contents, &ws(), &s2);
+        let plan = plan_withdraw(&contents, &ws(), &s2, by(&s2));
         assert_eq!(apply(&mut contents, plan), "mine=mine(hand)");
         assert_eq!(contents.revision, 5, "each change is one revision");
     }
@@ -282,14 +284,26 @@ mod tests {
     #[test]
     fn the_same_publication_twice_changes_nothing() {
         let mut contents = Contents::default();
-        let plan = plan_publish(&contents, &ws(), &session(1), &roots(&["a"]));
+        let plan = plan_publish(
+            &contents,
+            &ws(),
+            &session(1),
+            &roots(&["a"]),
+            by(&session(1)),
+        );
         apply(&mut contents, plan);
         assert!(matches!(
-            plan_publish(&contents, &ws(), &session(1), &roots(&["a"])),
+            plan_publish(
+                &contents,
+                &ws(),
+                &session(1),
+                &roots(&["a"]),
+                by(&session(1))
+            ),
             Plan::Unchanged { revision: 1, .. }
         ));
         assert!(matches!(
-            plan_withdraw(&contents, &ws(), &session(9)),
+            plan_withdraw(&contents, &ws(), &session(9), by(&session(9))),
             Plan::Unchanged { revision: 1, .. }
         ));
     }
@@ -298,7 +312,13 @@ mod tests {
     fn a_name_follows_the_host_only_where_the_session_alone_holds_the_root() {
         let mut contents = Contents::default();
         hand(&mut contents, &["kept"]);
-        let plan = plan_publish(&contents, &ws(), &session(1), &roots(&["a", "kept"]));
+        let plan = plan_publish(
+            &contents,
+            &ws(),
+            &session(1),
+            &roots(&["a", "kept"]),
+            by(&session(1)),
+        );
         apply(&mut contents, plan);
         let renamed = vec![
             Root {
@@ -310,7 +330,7 @@ mod tests {
                 name: Some("host's".into()),
             },
         ];
-        let plan = plan_publish(&contents, &ws(), &session(1), &renamed);
+        let plan = plan_publish(&contents, &ws(), &session(1), &renamed, by(&session(1)));
         assert_eq!(apply(&mut contents, plan), "kept=kept(hand,s1) a=A!(s1)");
     }
 
@@ -318,7 +338,13 @@ mod tests {
     fn start_up_withdraws_every_session_and_keeps_what_was_added_by_hand() {
         let mut contents = Contents::default();
         hand(&mut contents, &["mine"]);
-        let plan = plan_publish(&contents, &ws(), &session(1), &roots(&["mine", "a"]));
+        let plan = plan_publish(
+            &contents,
+            &ws(),
+            &session(1),
+            &roots(&["mine", "a"]),
+            by(&session(1)),
+        );
         apply(&mut contents, plan);
         let withdrawn = contents.without_sessions();
         assert_eq!(withdrawn.len(), 1);

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::StoreError;
 use crate::journal::{self, Entry, Journal, Replay};
-use crate::model::{Change, ChangeOrigin, Contents};
+use crate::model::{Change, Contents, Origin};
 use crate::store::Store;
 
 /// The database's directory in the state directory.
@@ -123,8 +123,8 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         }
     };
     if in_database == from_journal {
-        let journal = Journal::open(&journal_path, replay.valid_len)
-            .map_err(journal_error("open", &journal_path))?;
+        let journal =
+            Journal::open(&journal_path, &replay).map_err(journal_error("open", &journal_path))?;
         return Ok(Opened {
             store,
             journal,
@@ -144,8 +144,14 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
                 from_journal.describe()
             )
         } else {
+            let at_that_revision = replay.at(in_database.revision);
+            let what = if in_database.workspaces == at_that_revision.workspaces {
+                "whose history of changes is not the one the journal holds at that revision"
+            } else {
+                "which is not what the journal holds at that revision"
+            };
             format!(
-                "the database holds {}, which is not what the journal holds at that revision (the journal holds {})",
+                "the database holds {}, {what} (the journal holds {})",
                 in_database.describe(),
                 from_journal.describe()
             )
@@ -158,10 +164,10 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         .filter(|c| c.revision > in_database.revision)
         .cloned()
         .collect();
-    store.apply(&missing)?;
+    store.apply(&missing, &from_journal)?;
     store.checkpoint()?;
-    let mut journal = Journal::open(&journal_path, replay.valid_len)
-        .map_err(journal_error("open", &journal_path))?;
+    let mut journal =
+        Journal::open(&journal_path, &replay).map_err(journal_error("open", &journal_path))?;
     journal
         .append(&Entry::Checkpoint(from_journal.revision))
         .and_then(|()| journal.sync())
@@ -193,7 +199,10 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
             revision,
             workspace,
             state,
-            origin: ChangeOrigin::Startup,
+            origin: Some(Origin::daemon(
+                "start-up: withdrawing the roots sessions of the previous run published",
+            )),
+            time_unix_ms: crate::history::now_unix_ms(),
         };
         opened
             .journal
@@ -206,7 +215,7 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
         .journal
         .sync()
         .map_err(journal_error("sync", &path))?;
-    opened.store.apply(&changes)?;
+    opened.store.apply(&changes, &opened.contents)?;
     opened.store.checkpoint()?;
     opened
         .journal
@@ -323,5 +332,108 @@ fn wait_until_released(db_dir: &Path) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while crate::store::is_locked(db_dir) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
+    use rootsd_proto::WorkspaceName;
+
+    fn change(revision: u64, origin: Option<Origin>) -> Change {
+        Change {
+            revision,
+            workspace: WorkspaceName::new("w").unwrap(),
+            state: StoredWorkspaceV1 {
+                revision,
+                roots: vec![StoredRootV1 {
+                    uri: format!("file:///r{revision}"),
+                    name: None,
+                    by_hand: true,
+                    published_by: Vec::new(),
+                }],
+            },
+            origin,
+            time_unix_ms: revision,
+        }
+    }
+
+    fn by_ana() -> Option<Origin> {
+        Some(Origin::Peer(PeerV1 {
+            uid: 1000,
+            user: Some("ana".to_owned()),
+            ..PeerV1::default()
+        }))
+    }
+
+    /// A state directory as a rootsd left it: the database holding the first `checkpointed`
+    /// changes, the journal holding all of them.
+    fn left_behind(changes: &[Change], checkpointed: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_DIR)).unwrap();
+        let mut contents = Contents::default();
+        let mut journal =
+            Journal::create(&dir.path().join(journal::FILE_NAME), &contents, 0).unwrap();
+        for (n, change) in changes.iter().enumerate() {
+            contents.apply(change);
+            journal.append(&Entry::Change(change.clone())).unwrap();
+            if n < checkpointed {
+                store
+                    .apply(std::slice::from_ref(change), &contents)
+                    .unwrap();
+            }
+        }
+        journal.sync().unwrap();
+        store.checkpoint().unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_store_from_before_the_history_opens_and_its_history_starts_after_it() {
+        let old: Vec<Change> = (1..=3).map(|r| change(r, None)).collect();
+        let dir = left_behind(&old, 3);
+        let opened = open(dir.path()).unwrap();
+        assert_eq!(opened.outcome, Outcome::Consistent);
+        assert!(opened.contents.history.is_empty());
+        assert_eq!(opened.contents.recorded_from(), 4);
+        drop(opened);
+        // Changes an old rootsd acknowledged but never checkpointed are caught up, unlogged.
+        let dir = left_behind(&old, 1);
+        let opened = open(dir.path()).unwrap();
+        assert_eq!(opened.outcome, Outcome::CaughtUp { changes: 2 });
+        assert_eq!(opened.contents.root_count(), 1);
+        assert!(opened.contents.history.is_empty());
+    }
+
+    #[test]
+    fn history_the_database_missed_is_caught_up_from_the_journal() {
+        let changes: Vec<Change> = (1..=5).map(|r| change(r, by_ana())).collect();
+        let dir = left_behind(&changes, 2);
+        let opened = open(dir.path()).unwrap();
+        assert_eq!(opened.outcome, Outcome::CaughtUp { changes: 3 });
+        let revisions: Vec<u64> = opened.contents.history.iter().map(|e| e.revision).collect();
+        assert_eq!(revisions, [1, 2, 3, 4, 5]);
+        assert_eq!(opened.store.load().unwrap(), opened.contents);
+    }
+
+    #[test]
+    fn a_database_whose_history_differs_from_the_journals_is_refused_naming_the_history() {
+        let changes: Vec<Change> = (1..=2).map(|r| change(r, by_ana())).collect();
+        let dir = left_behind(&changes, 2);
+        {
+            let store = Store::reopen(&dir.path().join(DB_DIR), Duration::from_secs(10)).unwrap();
+            let mut other = store.load().unwrap();
+            other.history.pop_front();
+            store.replace_all(&other).unwrap();
+        }
+        let error = open(dir.path()).err().expect("refused").to_string();
+        assert!(
+            error.contains("whose history of changes is not the one the journal holds"),
+            "{error}"
+        );
+        assert!(error.contains("rootsd --recover"), "{error}");
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.contents.history.len(), 2);
     }
 }

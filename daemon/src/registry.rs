@@ -16,15 +16,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
-    self, ChangeResult, ListedRoot, RegisterParams, RemoveTarget, RootsListing, RootsSnapshot,
-    SessionInfo, WorkspaceSummary,
+    self, ChangeResult, ListedRoot, LogParams, LogResult, RegisterParams, RemoveTarget,
+    RootsListing, RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, watch};
 
 use crate::committer::{Committer, Health, Plan};
 use crate::error::{RequestError, StoreError};
-use crate::model::{Change, Contents};
+use crate::history;
+use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
 use plan::{plan_add, plan_remove};
@@ -94,6 +95,8 @@ struct SessionRecord {
     /// URIs the user removed (`rootsctl remove`) while this session published them: it does not
     /// publish them again until its host's list drops them. Never more than the host's list.
     declined: BTreeSet<String>,
+    /// The session's connection as the history names it, for the changes made on its behalf.
+    peer: PeerV1,
 }
 
 impl Registry {
@@ -239,11 +242,12 @@ impl Registry {
     }
 
     /// Adds `roots` to `workspace`, renaming those that exist when a name is given. A new root
-    /// without a name is named after its directory.
+    /// without a name is named after its directory. `origin` is who asks, for the history.
     pub async fn add(
         &self,
         workspace: &WorkspaceName,
         roots: Vec<Root>,
+        origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
         let mut canonical: Vec<(Option<String>, String, std::path::PathBuf)> =
             Vec::with_capacity(roots.len());
@@ -259,7 +263,7 @@ impl Registry {
             }
         }
         let mut result = self
-            .commit(|pending| Ok(plan_add(pending, workspace, canonical)))
+            .commit(|pending| Ok(plan_add(pending, workspace, canonical, origin)))
             .await?;
         self.count_notified(&mut result);
         Ok(result)
@@ -271,15 +275,40 @@ impl Registry {
         &self,
         workspace: &WorkspaceName,
         targets: Vec<RemoveTarget>,
+        origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
         let (mut result, declines) = self
-            .commit(|pending| plan_remove(pending, workspace, &targets))
+            .commit(|pending| plan_remove(pending, workspace, &targets, origin))
             .await?;
         // Only once the removal is durable: a removal that failed must not change what sessions
         // publish.
         self.decline(declines);
         self.count_notified(&mut result);
         Ok(result)
+    }
+
+    /// The recorded changes `params` asks for, newest first ([`history::select`]); only durable
+    /// changes, like every read.
+    pub fn log(&self, params: &LogParams) -> LogResult {
+        let (selected, more, recorded_from) = {
+            let model = self.committed.read().expect("committed");
+            let limit = params.limit.unwrap_or(usize::MAX);
+            let (selected, more) = history::select(
+                &model.history,
+                params.workspace.as_ref(),
+                params.before,
+                limit,
+            );
+            (selected, more, model.recorded_from())
+        };
+        // Converted and measured outside the lock, which the commit thread needs.
+        let (entries, more) = history::page(selected, more);
+        LogResult {
+            entries,
+            more,
+            recorded_from,
+            capacity: history::capacity(),
+        }
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
@@ -342,7 +371,7 @@ impl Registry {
     }
 
     /// Registers an MCP session and subscribes it to its workspace's snapshots.
-    pub async fn register_session(&self, params: RegisterParams) -> Session<'_> {
+    pub async fn register_session(&self, params: RegisterParams, peer: PeerV1) -> Session<'_> {
         let receiver = {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
@@ -362,6 +391,7 @@ impl Registry {
             connected: Instant::now(),
             published: false,
             declined: BTreeSet::new(),
+            peer,
         };
         self.sessions
             .lock()

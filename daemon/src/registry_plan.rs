@@ -1,13 +1,16 @@
-//! The changes `roots.add` and `roots.remove` make, planned against the pending state: pure
-//! functions of the contents and the request, so that the registry only hands their plans to the
-//! committer and the tests can read them as data.
+//! The roots rules: what `roots.add` and `roots.remove` change, decided against the pending
+//! state (every change written, durable or not) under the committer's writers' lock, as a
+//! [`Plan`] to write and the [`ChangeResult`] to tell the client once it is durable.
+//!
+//! Pure: no I/O, no locks, no waiting; only `plan_change` reads the clock, to stamp the change
+//! for the history. The rules are tested as data in `registry_tests/`.
 
 use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
 use rootsd_proto::{Root, WorkspaceName};
 
 use crate::committer::Plan;
 use crate::error::RequestError;
-use crate::model::{Change, ChangeOrigin, Contents, StoredRootV1, StoredWorkspaceV1};
+use crate::model::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
 
 use super::changed;
 use super::publish::Decline;
@@ -17,6 +20,7 @@ pub(super) fn plan_add(
     pending: &Contents,
     workspace: &WorkspaceName,
     canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
+    origin: Origin,
 ) -> Plan<ChangeResult> {
     let mut next = pending
         .workspaces
@@ -52,7 +56,7 @@ pub(super) fn plan_add(
             }
         }
     }
-    plan_change(pending, workspace, next, result)
+    plan_change(pending, workspace, next, result, origin)
 }
 
 /// The change removing what `targets` name from `workspace` in `pending`, and the sessions that
@@ -62,6 +66,7 @@ pub(super) fn plan_remove(
     pending: &Contents,
     workspace: &WorkspaceName,
     targets: &[RemoveTarget],
+    origin: Origin,
 ) -> Result<Plan<(ChangeResult, Vec<Decline>)>, RequestError> {
     let current = pending
         .workspaces
@@ -97,22 +102,26 @@ pub(super) fn plan_remove(
         index += 1;
         !doomed.contains(&(index - 1))
     });
-    Ok(match plan_change(pending, workspace, next, result) {
-        Plan::Write(change, result) => Plan::Write(change, (result, declines)),
-        Plan::Unchanged { revision, reply } => Plan::Unchanged {
-            revision,
-            reply: (reply, declines),
+    Ok(
+        match plan_change(pending, workspace, next, result, origin) {
+            Plan::Write(change, result) => Plan::Write(change, (result, declines)),
+            Plan::Unchanged { revision, reply } => Plan::Unchanged {
+                revision,
+                reply: (reply, declines),
+            },
         },
-    })
+    )
 }
 
-/// `next` as the next revision of `workspace` if anything changed; else a no-op at the
-/// workspace's current revision.
+/// `next` as the next revision of `workspace` if anything changed, made by `origin` now; else a
+/// no-op at the workspace's current revision. Every change by hand is planned here, so it
+/// carries who made it and when into the journal, and from there into the history.
 fn plan_change(
     pending: &Contents,
     workspace: &WorkspaceName,
     mut next: StoredWorkspaceV1,
     mut result: ChangeResult,
+    origin: Origin,
 ) -> Plan<ChangeResult> {
     result.total = next.roots.len();
     if !changed(&result) {
@@ -130,7 +139,8 @@ fn plan_change(
             revision,
             workspace: workspace.clone(),
             state: next,
-            origin: ChangeOrigin::Hand,
+            origin: Some(origin),
+            time_unix_ms: crate::history::now_unix_ms(),
         },
         result,
     )

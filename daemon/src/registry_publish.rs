@@ -7,7 +7,7 @@ use rootsd_proto::wire::PublishResult;
 
 use super::{Registry, Session, SessionRecord};
 use crate::error::RequestError;
-use crate::model::StoredPublisherV1;
+use crate::model::{Origin, StoredPublisherV1};
 use crate::provenance;
 
 /// A session that published a root the user removed, and the root's URI.
@@ -18,7 +18,7 @@ impl Session<'_> {
     /// workspace, and waits until that is durable.
     pub async fn publish(&self, roots: Vec<Root>) -> Result<PublishResult, RequestError> {
         let roots = provenance::canonical_publication(roots)?;
-        let (workspace, me, declined) = {
+        let (workspace, me, origin, declined) = {
             let mut sessions = self.registry.sessions.lock().expect("sessions lock");
             let record = sessions
                 .get_mut(&self.id)
@@ -31,6 +31,7 @@ impl Session<'_> {
             (
                 record.workspace.clone(),
                 publisher(self.id, record),
+                origin(self.id, record),
                 record.declined.clone(),
             )
         };
@@ -40,7 +41,11 @@ impl Session<'_> {
             .collect();
         let mut result = self
             .registry
-            .commit(|pending| Ok(provenance::plan_publish(pending, &workspace, &me, &kept)))
+            .commit(|pending| {
+                Ok(provenance::plan_publish(
+                    pending, &workspace, &me, &kept, origin,
+                ))
+            })
             .await?;
         result.declined = declined.into_iter().collect();
         Ok(result)
@@ -65,7 +70,12 @@ impl Registry {
     pub(super) fn withdraw(&self, id: u64, record: &SessionRecord) {
         let me = publisher(id, record);
         let withdrawn = self.committer.write(|pending| {
-            Ok::<_, RequestError>(provenance::plan_withdraw(pending, &record.workspace, &me))
+            Ok::<_, RequestError>(provenance::plan_withdraw(
+                pending,
+                &record.workspace,
+                &me,
+                origin(id, record),
+            ))
         });
         if let Err(error) = withdrawn {
             tracing::error!(
@@ -75,6 +85,11 @@ impl Registry {
             );
         }
     }
+}
+
+/// Who makes the changes of session `id`, for the history.
+fn origin(id: u64, record: &SessionRecord) -> Origin {
+    Origin::session(id, &record.label, record.peer.clone())
 }
 
 /// A session as the roots it publishes name it.

@@ -26,6 +26,7 @@ fn method() -> impl Strategy<Value = Value> {
             "session.publish",
             "sessions.list",
             "wait",
+            "log",
         ])
         .prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::from),
@@ -65,6 +66,8 @@ fn params() -> impl Strategy<Value = Value> {
         "server",
         "host_roots",
         "mode",
+        "limit",
+        "before",
         "x",
     ]);
     scalar.prop_recursive(3, 32, 5, move |inner| {

@@ -1,6 +1,7 @@
 //! Everything `rootsd` and `rootsctl` must agree on, and nothing that does I/O on their behalf.
 //!
 //! - [`wire`]: the control protocol spoken on the local socket (newline-delimited JSON-RPC 2.0).
+//! - [`history`]: the change history clients read with `log`, and who made each change.
 //! - [`root`]: what a root is, and the one way to turn a path into a `file://` URI and back.
 //! - [`mapping`]: `rootsctl proxy --map`, rewriting roots to the paths a server sees them under.
 //! - [`session`]: an MCP session's state, and the one rule for who hears of a change.
@@ -14,6 +15,7 @@
 //! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
 //! without starting anything.
 
+pub mod history;
 pub mod host_roots;
 pub mod mapping;
 pub mod modes;

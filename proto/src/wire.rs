@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::history::{LogEntry, LogParams, LogResult, Omitted, Peer, Renamed, Who};
 pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
@@ -248,6 +249,10 @@ method!(
     /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
     /// when the timeout passes.
     WaitForSessions, "wait", WaitParams, WaitResult
+);
+method!(
+    /// `log`: the recorded changes, newest first: what each did, when, and who made it.
+    Log, "log", LogParams, LogResult
 );
 method!(
     /// `roots.changed` (daemon → client notification): a workspace's roots changed.

@@ -1,5 +1,6 @@
 //! End-to-end tests of rootsd's core: roots in and out through `rootsctl`, roots whose directory
-//! is gone, persistence across restarts and crashes, one daemon per state directory, the socket's safety rules, the control
+//! is gone, persistence across restarts and crashes, the history of changes (`rootsctl log`), one
+//! daemon per state directory, the socket's safety rules, the control
 //! protocol's handling of bad input, autostart, and rootsctl's exit statuses.
 //!
 //! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
@@ -17,6 +18,8 @@ mod crash;
 mod daemon;
 #[path = "core/gone.rs"]
 mod gone;
+#[path = "core/history.rs"]
+mod history;
 #[path = "core/input.rs"]
 mod input;
 #[path = "core/protocol.rs"]

@@ -12,12 +12,15 @@
 //! - `remove WORKSPACE TARGET, TARGET, …` where a target is `URI`, `"NAME"` or `URI "NAME"` (both,
 //!   as `rootsctl remove PATH` sends: the path's URI, and the path as typed as a name);
 //! - `reopen`: drops the registry and loads a new one from the same store directory, as a
-//!   restarted daemon does.
+//!   restarted daemon does;
+//! - `log` or `log WORKSPACE`: the recorded changes, newest first, as `REVISION WORKSPACE:` and
+//!   what each did (`+` added, `~` renamed, `-` removed).
 //!
 //! Besides the transcript, [`check`] asserts what must hold after every operation whatever the
 //! rule: a change publishes exactly one snapshot on the `watch` feed, equal to the new state at
-//! the reported revision, and an operation that changes nothing (or is refused) publishes nothing
-//! and leaves every workspace and the store revision as they were.
+//! the reported revision, and records exactly one history entry saying what the result said it
+//! did; an operation that changes nothing (or is refused) publishes and records nothing and
+//! leaves every workspace and the store revision as they were.
 //!
 //! These tests cover the roots half of the registry (`add`, `remove`, `snapshot`, `totals`,
 //! `workspaces`, `subscribe_feed`); `publish.rs` covers the roots sessions publish, and the rest
@@ -25,12 +28,24 @@
 
 use std::fmt::Write as _;
 
-use rootsd_proto::wire::{ChangeResult, RemoveTarget, RootsSnapshot, code};
+use rootsd_proto::wire::{ChangeResult, LogEntry, LogParams, RemoveTarget, RootsSnapshot, code};
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::watch;
 
 use super::Registry;
 use crate::error::RequestError;
+use crate::model::{Origin, PeerV1};
+
+/// Who makes every change in these tests.
+fn tester() -> Origin {
+    Origin::Peer(PeerV1 {
+        uid: 1000,
+        user: Some("ana".to_owned()),
+        pid: Some(4242),
+        process: Some("registry-test".to_owned()),
+        client: None,
+    })
+}
 
 /// Runs `ops` against a registry on a fresh store and compares the transcript with `expect`.
 ///
@@ -75,6 +90,7 @@ async fn transcript(ops: &str) -> String {
     for line in ops.lines().map(str::trim).filter(|l| !l.is_empty()) {
         writeln!(out, "{line}").unwrap();
         let before = State::of(&registry).await;
+        let logged_before = registry.log(&LogParams::default()).entries;
         let (verb, rest) = line.split_once(' ').unwrap_or((line, ""));
         let (workspace, items) = rest.split_once(' ').unwrap_or((rest, ""));
         let outcome = match verb {
@@ -83,7 +99,9 @@ async fn transcript(ops: &str) -> String {
                     uri: uri.unwrap_or_else(|| panic!("`{line}`: every root needs a URI")),
                     name,
                 });
-                registry.add(&ws(workspace), roots.collect()).await
+                registry
+                    .add(&ws(workspace), roots.collect(), tester())
+                    .await
             }
             "remove" => {
                 let targets = parse_items(items).map(|(uri, name)| RemoveTarget {
@@ -91,7 +109,9 @@ async fn transcript(ops: &str) -> String {
                     uri,
                     name,
                 });
-                registry.remove(&ws(workspace), targets.collect()).await
+                registry
+                    .remove(&ws(workspace), targets.collect(), tester())
+                    .await
             }
             "reopen" => {
                 drop(feed);
@@ -107,8 +127,20 @@ async fn transcript(ops: &str) -> String {
                 .unwrap();
                 continue;
             }
-            _ => panic!("unknown operation `{line}`: expected add, remove or reopen"),
+            "log" => {
+                let workspace = (!workspace.is_empty()).then(|| ws(workspace));
+                let log = registry.log(&LogParams {
+                    workspace,
+                    ..LogParams::default()
+                });
+                for entry in &log.entries {
+                    render_entry(&mut out, entry);
+                }
+                continue;
+            }
+            _ => panic!("unknown operation `{line}`: expected add, remove, reopen or log"),
         };
+        let logged = registry.log(&LogParams::default()).entries;
         let after = State::of(&registry).await;
         let published = feed.drain(&registry);
         match &outcome {
@@ -123,13 +155,19 @@ async fn transcript(ops: &str) -> String {
                     assert_eq!(now.revision, result.revision, "`{line}`: {now:?}");
                     assert_eq!(after.revision, result.revision, "`{line}`");
                     assert_eq!(published, [now], "`{line}` must publish its change once");
+                    assert_logged(line, result, &logged_before, &logged);
                 } else {
                     assert_unchanged(line, &before, &after, &published);
+                    assert_eq!(
+                        logged, logged_before,
+                        "`{line}` changed nothing, yet logged"
+                    );
                 }
             }
             Err(error) => {
                 render_error(&mut out, error);
                 assert_unchanged(line, &before, &after, &published);
+                assert_eq!(logged, logged_before, "`{line}` was refused, yet logged");
             }
         }
     }
@@ -194,6 +232,71 @@ fn assert_unchanged(line: &str, before: &State, after: &State, published: &[Root
         published.is_empty(),
         "`{line}` changed nothing, yet published {published:?}"
     );
+}
+
+/// A change adds one entry to the history, newest first, saying what its result said.
+#[track_caller]
+fn assert_logged(line: &str, result: &ChangeResult, before: &[LogEntry], after: &[LogEntry]) {
+    assert_eq!(after.len(), before.len() + 1, "`{line}` logs one entry");
+    assert_eq!(&after[1..], before, "`{line}` leaves earlier entries alone");
+    let entry = &after[0];
+    assert_eq!(
+        (&entry.workspace, entry.revision),
+        (&result.workspace, result.revision),
+        "`{line}`"
+    );
+    // The result lists roots in the order the request named them, the entry in the
+    // workspace's order.
+    let sorted = |roots: &[Root]| {
+        let mut roots = roots.to_vec();
+        roots.sort_by(|a, b| a.uri.cmp(&b.uri));
+        roots
+    };
+    assert_eq!(sorted(&entry.added), sorted(&result.added), "`{line}`");
+    assert_eq!(sorted(&entry.removed), sorted(&result.removed), "`{line}`");
+    let renamed: Vec<Root> = entry
+        .renamed
+        .iter()
+        .map(|r| Root {
+            uri: r.uri.clone(),
+            name: r.name.clone(),
+        })
+        .collect();
+    assert_eq!(sorted(&renamed), sorted(&result.renamed), "`{line}`");
+    assert_eq!(
+        entry.who,
+        rootsd_proto::wire::Who::Peer(rootsd_proto::wire::Peer {
+            uid: 1000,
+            user: Some("ana".to_owned()),
+            pid: Some(4242),
+            process: Some("registry-test".to_owned()),
+            client: None,
+        }),
+        "`{line}`"
+    );
+}
+
+/// `  3 default: +URI "NAME" ~URI "OLD" -> "NEW" -URI "NAME"`
+fn render_entry(out: &mut String, entry: &LogEntry) {
+    let mut line = format!("  {} {}:", entry.revision, entry.workspace);
+    for root in &entry.added {
+        write!(line, " +{}", show_root(root)).unwrap();
+    }
+    for renamed in &entry.renamed {
+        let name = |n: &Option<String>| n.as_ref().map_or("-".to_owned(), |n| format!("{n:?}"));
+        write!(
+            line,
+            " ~{} {} -> {}",
+            renamed.uri,
+            name(&renamed.previous_name),
+            name(&renamed.name)
+        )
+        .unwrap();
+    }
+    for root in &entry.removed {
+        write!(line, " -{}", show_root(root)).unwrap();
+    }
+    writeln!(out, "{line}").unwrap();
 }
 
 fn render_result(out: &mut String, result: &ChangeResult) {
@@ -316,5 +419,6 @@ fn dedent(text: &str) -> String {
 }
 
 mod add;
+mod log;
 mod publish;
 mod remove;

@@ -10,7 +10,7 @@ use rootsd_proto::{Root, WorkspaceName};
 
 use super::super::Registry;
 use crate::journal;
-use crate::model::ChangeOrigin;
+use crate::model::{Origin, PeerV1};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -67,9 +67,19 @@ async fn shown(registry: &Registry) -> String {
         .join(" ")
 }
 
+/// The connection of the proxies these tests play.
+fn peer() -> PeerV1 {
+    PeerV1 {
+        uid: 1000,
+        pid: Some(5150),
+        process: Some("rootsctl".to_owned()),
+        ..Default::default()
+    }
+}
+
 async fn add(registry: &Registry, names: &[&str]) -> rootsd_proto::wire::ChangeResult {
     registry
-        .add(&WorkspaceName::default(), roots(names))
+        .add(&WorkspaceName::default(), roots(names), super::tester())
         .await
         .expect("add")
 }
@@ -83,6 +93,7 @@ async fn remove(registry: &Registry, name: &str) {
                 uri: Some(format!("file:///{name}")),
                 name: None,
             }],
+            super::tester(),
         )
         .await
         .expect("remove");
@@ -103,8 +114,8 @@ fn published_roots_carry_their_session_and_go_with_it_but_a_hand_added_one_stays
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        let editor = registry.register_session(params("editor")).await;
-        let other = registry.register_session(params("agent")).await;
+        let editor = registry.register_session(params("editor"), peer()).await;
+        let other = registry.register_session(params("agent"), peer()).await;
         let published = editor.publish(roots(&["a", "mine", "b"])).await.unwrap();
         assert_eq!((published.revision, published.published), (2, 3));
         other.publish(roots(&["b"])).await.unwrap();
@@ -130,7 +141,7 @@ fn a_session_that_never_published_ends_without_a_change() {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        drop(registry.register_session(params("quiet")).await);
+        drop(registry.register_session(params("quiet"), peer()).await);
         // A change by hand after it: had the session's end written one, this would be revision 3.
         assert_eq!(add(&registry, &["x"]).await.revision, 2);
     });
@@ -141,7 +152,7 @@ fn adding_a_published_root_by_hand_adopts_it_and_it_outlives_the_session() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
-        let editor = registry.register_session(params("editor")).await;
+        let editor = registry.register_session(params("editor"), peer()).await;
         editor.publish(roots(&["a"])).await.unwrap();
         let adopted = add(&registry, &["a"]).await;
         assert_eq!(adopted.adopted, roots_named(&["a"]));
@@ -164,7 +175,7 @@ fn a_removal_by_hand_holds_until_the_host_drops_the_root_and_offers_it_again() {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["both"]).await;
-        let editor = registry.register_session(params("editor")).await;
+        let editor = registry.register_session(params("editor"), peer()).await;
         editor.publish(roots(&["a", "both"])).await.unwrap();
         remove(&registry, "a").await;
         remove(&registry, "both").await;
@@ -189,7 +200,7 @@ fn start_up_withdraws_what_sessions_of_the_previous_run_published() {
     runtime().block_on(async {
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        let editor = registry.register_session(params("editor")).await;
+        let editor = registry.register_session(params("editor"), peer()).await;
         editor.publish(roots(&["mine", "a"])).await.unwrap();
         // The daemon dies with the session still registered: its end never runs.
         std::mem::forget(editor);
@@ -209,9 +220,12 @@ fn start_up_withdraws_what_sessions_of_the_previous_run_published() {
         .changes
         .iter()
         .map(|c| match &c.origin {
-            ChangeOrigin::Hand => "hand".to_owned(),
-            ChangeOrigin::Session(p) => format!("session {} {}", p.session, p.label),
-            ChangeOrigin::Startup => "startup".to_owned(),
+            Some(Origin::Peer(_)) => "hand".to_owned(),
+            Some(Origin::Session { id, label, .. }) => format!("session {id} {label}"),
+            Some(Origin::Daemon { reason }) if reason.starts_with("start-up") => {
+                "startup".to_owned()
+            }
+            other => format!("{other:?}"),
         })
         .collect();
     assert_eq!(origins, ["hand", "session 1 editor", "startup"]);
@@ -227,7 +241,7 @@ fn a_publication_that_is_not_acceptable_changes_nothing() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
-        let editor = registry.register_session(params("editor")).await;
+        let editor = registry.register_session(params("editor"), peer()).await;
         let error = editor
             .publish(vec![
                 Root {

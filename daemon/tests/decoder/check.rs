@@ -6,7 +6,7 @@
 use rootsd::envelope::{failure_line, params, parse_request};
 use rootsd::error::RequestError;
 use rootsd_proto::wire::{
-    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Method, PublishRoots,
+    AddRoots, Hello, ListRoots, ListSessions, ListWorkspaces, Log, Method, PublishRoots,
     RegisterSession, RemoveRoots, Status, UpdateSession, WaitForSessions, Watch, code,
 };
 use serde_json::Value;
@@ -96,6 +96,7 @@ fn typed(method: &str, raw: Option<&RawValue>) -> Option<(&'static str, Result<(
         PublishRoots::NAME => read::<PublishRoots>(params),
         ListSessions::NAME => read::<ListSessions>(params),
         WaitForSessions::NAME => read::<WaitForSessions>(params),
+        Log::NAME => read::<Log>(params),
         _ => None,
     }
 }

@@ -1,7 +1,8 @@
 //! Crashes at random moments: a writer changes roots through the real daemon, which is killed
 //! with SIGKILL mid-stream, again and again. Whatever the daemon acknowledged must be there after
-//! each restart, whatever it did not may or may not be; nothing else may appear. A short version
-//! of the rounds docs/RELIABILITY.md describes.
+//! each restart, and in the history (`log`) under the revision it was acknowledged with; whatever
+//! it did not may or may not be; nothing else may appear. A short version of the rounds
+//! docs/RELIABILITY.md describes.
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};
@@ -35,12 +36,21 @@ impl Change {
             Self::Remove(uri) => roots.remove(uri),
         };
     }
+
+    /// Whether a history entry records this change.
+    fn logged_in(&self, entry: &Value) -> bool {
+        let (list, uri) = match self {
+            Self::Add(uri) => ("added", uri),
+            Self::Remove(uri) => ("removed", uri),
+        };
+        entry[list] == json!([{"uri": uri, "name": uri.rsplit('/').next().unwrap()}])
+    }
 }
 
-/// What a writer got done before its daemon died: the changes acknowledged, in order, and the
-/// one in flight, whose fate is unknown.
+/// What a writer got done before its daemon died: the changes acknowledged, in order, with the
+/// revision each was acknowledged at, and the one in flight, whose fate is unknown.
 struct Written {
-    acknowledged: Vec<Change>,
+    acknowledged: Vec<(Change, u64)>,
     in_flight: Option<Change>,
 }
 
@@ -76,16 +86,55 @@ fn write_until_killed(mut client: RawClient, round: usize, acks: Arc<AtomicUsize
             "{change:?} failed: {response}"
         );
         written.in_flight = None;
-        written.acknowledged.push(change);
+        let revision = response["result"]["revision"]
+            .as_u64()
+            .expect("a change result has a revision");
+        written.acknowledged.push((change, revision));
         acks.fetch_add(1, Ordering::SeqCst);
     }
     unreachable!("the loop ends when the daemon dies")
+}
+
+/// The history as the restarted daemon holds it, oldest first.
+fn history(sb: &Sandbox) -> Vec<Value> {
+    let log = sb.connect().request("log", json!({}));
+    assert_eq!(log["result"]["more"], json!(false), "{log}");
+    let mut entries = log["result"]["entries"]
+        .as_array()
+        .expect("entries")
+        .clone();
+    entries.reverse();
+    entries
+}
+
+/// Every acknowledged change has its entry, at its revision; the only other entries are those
+/// of changes in flight at a crash that turned out to be made (`extra`).
+#[track_caller]
+fn assert_logged(sb: &Sandbox, acknowledged: &[(Change, u64)], extra: usize, round: usize) {
+    let entries = history(sb);
+    assert_eq!(
+        entries.len(),
+        acknowledged.len() + extra,
+        "round {round}: one entry per change made"
+    );
+    for (change, revision) in acknowledged {
+        let entry = entries
+            .iter()
+            .find(|e| e["revision"] == json!(revision))
+            .unwrap_or_else(|| panic!("round {round}: no entry for {change:?} at {revision}"));
+        assert!(
+            change.logged_in(entry),
+            "round {round}: {change:?} at {revision} is logged as {entry}"
+        );
+    }
 }
 
 #[test]
 fn acknowledged_changes_survive_kill_9_at_random_moments() {
     let sb = Sandbox::new();
     let mut expected: BTreeSet<String> = BTreeSet::new();
+    let mut acknowledged: Vec<(Change, u64)> = Vec::new();
+    let mut made_in_flight = 0;
     for round in 0..ROUNDS {
         let mut daemon = sb.start_daemon();
         let listed: BTreeSet<String> = uris(&sb.roots("default")).into_iter().collect();
@@ -93,6 +142,7 @@ fn acknowledged_changes_survive_kill_9_at_random_moments() {
             listed, expected,
             "round {round}: the roots after the restart are exactly the acknowledged ones"
         );
+        assert_logged(&sb, &acknowledged, made_in_flight, round);
 
         // Kill once the writer is under way: after a drawn number of acknowledgements, then a
         // drawn delay, so that the kill lands at any point of a request, its write included.
@@ -124,9 +174,10 @@ fn acknowledged_changes_survive_kill_9_at_random_moments() {
             written.in_flight
         );
 
-        for change in &written.acknowledged {
+        for (change, _) in &written.acknowledged {
             change.apply(&mut expected);
         }
+        acknowledged.extend(written.acknowledged);
         // The change in flight may have been written before the kill: learn its fate from the
         // restarted daemon, but accept nothing else.
         if let Some(change) = written.in_flight {
@@ -138,6 +189,9 @@ fn acknowledged_changes_survive_kill_9_at_random_moments() {
                 listed == expected || listed == with_it,
                 "round {round}: after the crash, the roots are neither the acknowledged ones nor those plus {change:?}:\n listed:   {listed:?}\n expected: {expected:?}"
             );
+            if listed != expected {
+                made_in_flight += 1;
+            }
             expected = listed;
         }
     }
@@ -145,4 +199,5 @@ fn acknowledged_changes_survive_kill_9_at_random_moments() {
     let listed: BTreeSet<String> = uris(&sb.roots("default")).into_iter().collect();
     assert_eq!(listed, expected);
     assert!(!expected.is_empty());
+    assert_logged(&sb, &acknowledged, made_in_flight, ROUNDS);
 }

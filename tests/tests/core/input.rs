@@ -218,6 +218,23 @@ fn control_characters_in_names_are_escaped_in_every_human_readable_output() {
         format!("removed {parent}/{} from default\n", SHOWN[1])
     );
 
+    // The log shows every change, one row each, as watch shows them.
+    let log = sb.ctl_ok(&["log"]);
+    assert_no_controls(&log, "log");
+    assert_eq!(log.lines().count(), 1 + HOSTILE.len() + 1, "{log}");
+    assert!(
+        log.lines()
+            .nth(1)
+            .is_some_and(|newest| newest.ends_with(&format!("  -{parent}/{}", SHOWN[1]))),
+        "{log}"
+    );
+    for shown in SHOWN {
+        assert!(
+            log.contains(&format!("  +{parent}/{shown}")),
+            "{shown:?} in {log}"
+        );
+    }
+
     // An error that quotes what was typed quotes it escaped.
     let missing = output_within(sb.rootsctl().arg("add").arg("gone\x1b[2J\nx"));
     assert_exit(&missing, 1, "add a missing hostile path");

@@ -343,3 +343,49 @@ fn admin_group_needs_allow_group_and_a_group_that_exists() {
     let exit = daemon.daemon.wait();
     assert_eq!(exit.code(), Some(1), "{exit}");
 }
+
+#[test]
+fn the_log_names_the_real_user_who_changed_the_shared_roots_and_every_member_may_read_it() {
+    require_root("real users and groups");
+    let member = account("rootsd-test-member", &[MEMBERS]);
+    let admin = account("rootsd-test-admin", &[MEMBERS, ADMINS]);
+    let sb = Sandbox::new();
+    let daemon = shared_service(&sb);
+    let rootsctl = share_binary(&sb, "rootsctl");
+    let run = |user: &Account, args: &[&str]| {
+        let output = output_within(&mut rootsctl_as(user, &rootsctl, &sb.socket, args));
+        assert_exit(&output, 0, &format!("{} runs {args:?}", user.name));
+        text(&output.stdout)
+    };
+    let shared = sb.mkdir("shared-by-the-admin");
+    run(&admin, &["add", shared.to_str().unwrap()]);
+    // Root changes them too, through the same socket.
+    let by_root = sb.mkdir("shared-by-root");
+    sb.ctl_ok(&["add", by_root.to_str().unwrap()]);
+
+    // A member, who may not change roots, reads who did.
+    let log: serde_json::Value = serde_json::from_str(&run(&member, &["log", "--json"])).unwrap();
+    let entries = log["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{log}");
+    let (newest, oldest) = (&entries[0]["who"], &entries[1]["who"]);
+    assert_eq!(newest["uid"], json!(0), "{log}");
+    assert_eq!(newest["user"], json!("root"), "{log}");
+    assert_eq!(oldest["kind"], json!("peer"), "{log}");
+    assert_eq!(oldest["uid"], json!(admin.uid), "{log}");
+    assert_eq!(oldest["user"], json!(admin.name), "{log}");
+    assert_eq!(oldest["process"], json!("rootsctl"), "{log}");
+    assert!(oldest["pid"].as_u64().is_some_and(|p| p > 1), "{log}");
+    let added = entries[1]["added"][0]["uri"].as_str().unwrap();
+    assert!(added.ends_with("/shared-by-the-admin"), "{log}");
+
+    let table = run(&member, &["log"]);
+    let row = table
+        .lines()
+        .find(|l| l.ends_with("/shared-by-the-admin"))
+        .unwrap_or_else(|| panic!("no row for the admin's change: {table}"));
+    assert!(
+        row.contains(&format!("{} (uid {}), rootsctl[", admin.name, admin.uid)),
+        "{row}"
+    );
+    drop(daemon);
+}

@@ -1,0 +1,456 @@
+//! The change history: what each change did to its workspace (roots added, renamed, removed),
+//! computed the same way for every kind of change, and the `log` query over it.
+//!
+//! An entry is a pure function of the change (which carries who made it and when) and the
+//! workspace before it. That is what makes an entry exactly as durable as its change: the
+//! journal record of the change is synced before it is acknowledged, and replaying the journal
+//! computes the same entry again, so a crash can lose neither. It is also why start-up can
+//! compare the database's history with the journal's ([`crate::reconcile`]); a change to what an
+//! entry holds, or to [`HISTORY_ENTRIES`], is therefore a change to the stored schema.
+//!
+//! Nothing here does I/O or reads the clock.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use rootsd_proto::wire::{self, LogEntry, Who};
+use rootsd_proto::{Root, WorkspaceName};
+
+use crate::limits::{
+    HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, HISTORY_TEXT_BYTES, LOG_PAGE_BYTES,
+};
+use crate::model::{
+    Change, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1, StoredWorkspaceV1,
+};
+
+/// What `change` did to its workspace, which held `previous` before it; `None` for a change
+/// journaled by a rootsd that kept no history. Roots are listed in the order of the lists they
+/// come from (added and renamed in the new list's order, removed in the old one's) until
+/// [`HISTORY_ENTRY_ROOT_BYTES`] are listed; the rest are counted in `omitted`.
+pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<HistoryEntryV1> {
+    let origin = change.origin.clone()?;
+    let before: &[StoredRootV1] = previous.map_or(&[], |w| &w.roots);
+    let after = &change.state.roots;
+    let old_names: HashMap<&str, &Option<String>> = before
+        .iter()
+        .map(|root| (root.uri.as_str(), &root.name))
+        .collect();
+    let mut entry = HistoryEntryV1 {
+        revision: change.revision,
+        time_unix_ms: change.time_unix_ms,
+        workspace: change.workspace.clone(),
+        added: Vec::new(),
+        renamed: Vec::new(),
+        removed: Vec::new(),
+        omitted: OmittedV1::default(),
+        origin,
+    };
+    let mut room = HISTORY_ENTRY_ROOT_BYTES;
+    let mut fits = |bytes: usize| match room.checked_sub(bytes) {
+        Some(left) => {
+            room = left;
+            true
+        }
+        None => false,
+    };
+    let text_len = |name: &Option<String>| name.as_deref().map_or(0, str::len);
+    for root in after {
+        match old_names.get(root.uri.as_str()) {
+            None if fits(root.uri.len() + text_len(&root.name)) => entry.added.push(root.clone()),
+            None => entry.omitted.added += 1,
+            Some(&previous_name) if *previous_name != root.name => {
+                let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
+                if fits(bytes) {
+                    entry.renamed.push(RenamedV1 {
+                        uri: root.uri.clone(),
+                        name: root.name.clone(),
+                        previous_name: previous_name.clone(),
+                    });
+                } else {
+                    entry.omitted.renamed += 1;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    let kept: HashSet<&str> = after.iter().map(|root| root.uri.as_str()).collect();
+    for root in before.iter().filter(|r| !kept.contains(r.uri.as_str())) {
+        if fits(root.uri.len() + text_len(&root.name)) {
+            entry.removed.push(root.clone());
+        } else {
+            entry.omitted.removed += 1;
+        }
+    }
+    Some(entry)
+}
+
+/// Now, in milliseconds since the Unix epoch, as changes are stamped.
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `text` cut to at most [`HISTORY_TEXT_BYTES`] at a character boundary, for what an entry
+/// records about who made a change.
+pub fn bounded_text(text: &str) -> String {
+    let mut end = text.len().min(HISTORY_TEXT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// The entries of `history` (oldest first) that a `log` request asks for, newest first: of
+/// `workspace` if given, older than revision `before` if given, at most `limit`. Also whether
+/// more such entries remain beyond them.
+pub fn select(
+    history: &VecDeque<HistoryEntryV1>,
+    workspace: Option<&WorkspaceName>,
+    before: Option<u64>,
+    limit: usize,
+) -> (Vec<HistoryEntryV1>, bool) {
+    let mut matching = history
+        .iter()
+        .rev()
+        .filter(|e| before.is_none_or(|b| e.revision < b))
+        .filter(|e| workspace.is_none_or(|w| &e.workspace == w));
+    let selected: Vec<HistoryEntryV1> = matching.by_ref().take(limit).cloned().collect();
+    let more = matching.next().is_some();
+    (selected, more)
+}
+
+/// `selected` as the wire's entries, as many as fit in one response ([`LOG_PAGE_BYTES`] of JSON
+/// after the first); `more` becomes true if some were left for the next page.
+pub fn page(selected: Vec<HistoryEntryV1>, more: bool) -> (Vec<LogEntry>, bool) {
+    let total = selected.len();
+    let mut entries = Vec::with_capacity(total);
+    let mut bytes = 0;
+    for stored in selected {
+        let entry = to_wire(stored);
+        let size = serde_json::to_vec(&entry).map_or(0, |json| json.len());
+        if !entries.is_empty() && bytes + size > LOG_PAGE_BYTES {
+            return (entries, true);
+        }
+        bytes += size;
+        entries.push(entry);
+    }
+    (entries, more)
+}
+
+/// How many entries the history keeps, for `log`'s result.
+pub const fn capacity() -> usize {
+    HISTORY_ENTRIES
+}
+
+fn to_wire(entry: HistoryEntryV1) -> LogEntry {
+    let root = |stored: StoredRootV1| Root::from(&stored);
+    LogEntry {
+        revision: entry.revision,
+        time_unix_ms: entry.time_unix_ms,
+        workspace: entry.workspace,
+        added: entry.added.into_iter().map(root).collect(),
+        renamed: entry
+            .renamed
+            .into_iter()
+            .map(|r| wire::Renamed {
+                uri: r.uri,
+                name: r.name,
+                previous_name: r.previous_name,
+            })
+            .collect(),
+        removed: entry.removed.into_iter().map(root).collect(),
+        omitted: wire::Omitted {
+            added: entry.omitted.added,
+            renamed: entry.omitted.renamed,
+            removed: entry.omitted.removed,
+        },
+        who: match entry.origin {
+            Origin::Peer(peer) => Who::Peer(peer_to_wire(peer)),
+            Origin::Session { id, label, peer } => Who::Session {
+                id,
+                label,
+                peer: peer_to_wire(peer),
+            },
+            Origin::Daemon { reason } => Who::Daemon { reason },
+        },
+    }
+}
+
+fn peer_to_wire(peer: PeerV1) -> wire::Peer {
+    wire::Peer {
+        uid: peer.uid,
+        user: peer.user,
+        pid: peer.pid,
+        process: peer.process,
+        client: peer.client,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Contents;
+
+    fn ws(name: &str) -> WorkspaceName {
+        WorkspaceName::new(name).unwrap()
+    }
+
+    fn root(uri: &str, name: Option<&str>) -> StoredRootV1 {
+        StoredRootV1 {
+            uri: uri.to_owned(),
+            name: name.map(str::to_owned),
+            by_hand: true,
+            published_by: Vec::new(),
+        }
+    }
+
+    fn by(uid: u32) -> Option<Origin> {
+        Some(Origin::Peer(PeerV1 {
+            uid,
+            user: Some(format!("user{uid}")),
+            pid: Some(4242),
+            process: Some("rootsctl".to_owned()),
+            client: Some("rootsctl 0.1.0".to_owned()),
+        }))
+    }
+
+    fn change(revision: u64, workspace: &str, roots: Vec<StoredRootV1>) -> Change {
+        Change {
+            revision,
+            workspace: ws(workspace),
+            state: StoredWorkspaceV1 { revision, roots },
+            origin: by(1000),
+            time_unix_ms: 1_796_000_000_000 + revision,
+        }
+    }
+
+    #[test]
+    fn an_entry_lists_what_was_added_renamed_and_removed_in_order() {
+        let before = StoredWorkspaceV1 {
+            revision: 3,
+            roots: vec![
+                root("file:///a", Some("a")),
+                root("file:///b", Some("b")),
+                root("file:///c", None),
+                root("file:///d", Some("d")),
+            ],
+        };
+        let next = change(
+            4,
+            "w",
+            vec![
+                root("file:///e", Some("e")),
+                root("file:///b", Some("bee")),
+                root("file:///d", Some("d")),
+                root("file:///c", Some("c")),
+                root("file:///f", None),
+            ],
+        );
+        let entry = entry(Some(&before), &next).unwrap();
+        assert_eq!(entry.revision, 4);
+        assert_eq!(entry.time_unix_ms, 1_796_000_000_004);
+        assert_eq!(entry.workspace, ws("w"));
+        assert_eq!(
+            entry.added,
+            [root("file:///e", Some("e")), root("file:///f", None)]
+        );
+        let renamed: Vec<_> = entry
+            .renamed
+            .iter()
+            .map(|r| {
+                (
+                    r.uri.as_str(),
+                    r.previous_name.as_deref(),
+                    r.name.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            renamed,
+            [
+                ("file:///b", Some("b"), Some("bee")),
+                ("file:///c", None, Some("c"))
+            ]
+        );
+        assert_eq!(entry.removed, [root("file:///a", Some("a"))]);
+        assert!(entry.omitted.is_empty());
+        assert_eq!(entry.origin, by(1000).unwrap());
+    }
+
+    #[test]
+    fn a_first_change_adds_everything_and_a_change_without_origin_has_no_entry() {
+        let first = change(1, "w", vec![root("file:///a", None)]);
+        assert_eq!(entry(None, &first).unwrap().added, first.state.roots);
+        let old = Change {
+            origin: None,
+            ..first
+        };
+        assert_eq!(entry(None, &old), None);
+    }
+
+    #[test]
+    fn a_huge_change_lists_roots_up_to_the_byte_bound_and_counts_the_rest() {
+        let long = "x".repeat(1000);
+        let roots: Vec<_> = (0..40)
+            .map(|i| root(&format!("file:///{long}/{i:02}"), None))
+            .collect();
+        let added = entry(None, &change(1, "w", roots.clone())).unwrap();
+        let per_root = roots[0].uri.len();
+        let listed = HISTORY_ENTRY_ROOT_BYTES / per_root;
+        assert_eq!(added.added.len(), listed);
+        assert_eq!(added.added[..], roots[..listed]);
+        assert_eq!(added.omitted.added, 40 - listed);
+        let before = StoredWorkspaceV1 { revision: 1, roots };
+        let removed = entry(Some(&before), &change(2, "w", Vec::new())).unwrap();
+        assert_eq!(
+            (removed.removed.len(), removed.omitted.removed),
+            (listed, 40 - listed)
+        );
+        let json = serde_json::to_vec(&removed).unwrap();
+        assert!(
+            json.len() < HISTORY_ENTRY_ROOT_BYTES + 1024,
+            "{}",
+            json.len()
+        );
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_entries_and_drops_the_oldest_first() {
+        let mut contents = Contents::default();
+        assert_eq!(contents.recorded_from(), 1);
+        let total = HISTORY_ENTRIES as u64 + 25;
+        for revision in 1..=total {
+            let roots = vec![root(&format!("file:///r{revision}"), None)];
+            contents.apply(&change(revision, "w", roots));
+        }
+        assert_eq!(contents.history.len(), HISTORY_ENTRIES);
+        assert_eq!(contents.history.front().unwrap().revision, 26);
+        assert_eq!(contents.history.back().unwrap().revision, total);
+        assert_eq!(contents.recorded_from(), 26);
+        let last = contents.history.back().unwrap();
+        assert_eq!(last.added, [root(&format!("file:///r{total}"), None)]);
+        assert_eq!(
+            last.removed,
+            [root(&format!("file:///r{}", total - 1), None)]
+        );
+    }
+
+    #[test]
+    fn changes_journaled_without_history_leave_it_starting_after_them() {
+        let mut contents = Contents::default();
+        for revision in 1..=3 {
+            contents.apply(&Change {
+                origin: None,
+                ..change(revision, "w", Vec::new())
+            });
+        }
+        assert!(contents.history.is_empty());
+        assert_eq!(contents.recorded_from(), 4);
+        contents.apply(&change(4, "w", vec![root("file:///a", None)]));
+        assert_eq!(contents.recorded_from(), 4);
+    }
+
+    #[test]
+    fn select_filters_by_workspace_and_revision_newest_first_and_says_whether_more_remain() {
+        let mut contents = Contents::default();
+        for revision in 1..=10 {
+            let workspace = if revision % 2 == 0 { "even" } else { "odd" };
+            let roots = vec![root(&format!("file:///r{revision}"), None)];
+            contents.apply(&change(revision, workspace, roots));
+        }
+        let revisions = |(entries, more): (Vec<HistoryEntryV1>, bool)| {
+            (entries.iter().map(|e| e.revision).collect::<Vec<_>>(), more)
+        };
+        let history = &contents.history;
+        assert_eq!(
+            revisions(select(history, None, None, 3)),
+            (vec![10, 9, 8], true)
+        );
+        assert_eq!(
+            revisions(select(history, Some(&ws("odd")), None, 3)),
+            (vec![9, 7, 5], true)
+        );
+        assert_eq!(
+            revisions(select(history, Some(&ws("odd")), Some(5), 3)),
+            (vec![3, 1], false)
+        );
+        assert_eq!(
+            revisions(select(history, Some(&ws("none")), None, 3)),
+            (vec![], false)
+        );
+    }
+
+    #[test]
+    fn a_page_stops_at_its_byte_bound_but_always_carries_one_entry() {
+        let long = "y".repeat(4000);
+        let mut contents = Contents::default();
+        for revision in 1..=200 {
+            let roots = vec![root(&format!("file:///{long}/{revision}"), None)];
+            contents.apply(&change(revision, "w", roots));
+        }
+        let (selected, more) = select(&contents.history, None, None, usize::MAX);
+        assert!(!more);
+        let (entries, more) = page(selected, more);
+        assert!(more, "200 entries of 8 KB do not fit in one page");
+        let bytes = serde_json::to_vec(&entries).unwrap().len();
+        assert!(
+            bytes <= LOG_PAGE_BYTES + entries.len() + 1,
+            "{bytes} bytes in {} entries",
+            entries.len()
+        );
+        assert_eq!(entries[0].revision, 200);
+        let huge = "z".repeat(HISTORY_ENTRY_ROOT_BYTES - 16);
+        contents.apply(&change(
+            201,
+            "w",
+            vec![root(&format!("file:///{huge}"), None)],
+        ));
+        let (one, _) = select(&contents.history, None, None, 1);
+        let (entries, _) = page(one, false);
+        assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn sessions_and_the_daemon_are_authors_too_and_reach_the_wire_as_such() {
+        let proxy = PeerV1 {
+            uid: 1000,
+            pid: Some(5150),
+            ..PeerV1::default()
+        };
+        let label = "x".repeat(1000);
+        let mut published = change(1, "w", vec![root("file:///host", None)]);
+        published.origin = Some(Origin::session(12, &label, proxy.clone()));
+        let mut withdrawn = change(2, "w", Vec::new());
+        withdrawn.origin = Some(Origin::daemon("session 12 ended"));
+        let mut contents = Contents::default();
+        contents.apply(&published);
+        contents.apply(&withdrawn);
+        let (selected, _) = select(&contents.history, None, None, 10);
+        let (entries, _) = page(selected, false);
+        assert_eq!(
+            entries[0].who,
+            Who::Daemon {
+                reason: "session 12 ended".to_owned()
+            }
+        );
+        assert_eq!(entries[0].removed.len(), 1);
+        match &entries[1].who {
+            Who::Session { id, label, peer } => {
+                assert_eq!(
+                    (*id, label.len(), peer.pid),
+                    (12, HISTORY_TEXT_BYTES, Some(5150))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn texts_about_the_author_are_cut_at_a_character_boundary() {
+        assert_eq!(bounded_text("rootsctl 0.1.0"), "rootsctl 0.1.0");
+        let long = "é".repeat(HISTORY_TEXT_BYTES);
+        let cut = bounded_text(&long);
+        assert!(cut.len() <= HISTORY_TEXT_BYTES && cut.len() >= HISTORY_TEXT_BYTES - 1);
+        assert!(long.starts_with(&cut));
+    }
+}
