@@ -5,7 +5,7 @@
 //! leaves the workspace when nobody holds it any more. A publication is the host's whole list and
 //! replaces what the session published before; a session that ends withdraws everything it
 //! published; a root that a user also added by hand stays. These are ordinary changes: journaled
-//! and synced before they are acknowledged, each with its [`ChangeOrigin`].
+//! and synced before they are acknowledged, each with its [`Origin`](crate::model::Origin).
 //!
 //! The functions here only plan, against the writers' pending view; the registry commits what
 //! they decide. Nothing here does I/O or knows about connections.
