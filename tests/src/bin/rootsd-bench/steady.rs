@@ -2,6 +2,10 @@
 //! second (each delivered to every session before the next) for 60 s (quick: 10 s), and its
 //! RSS is sampled every 100 ms. The row compares the median RSS of the last window (10 s;
 //! quick: 2 s) with that of the first: a daemon that keeps nothing per change stays flat.
+//!
+//! Before the clock starts, the daemon takes [`WARM_UP_CHANGES`] changes as fast as it can:
+//! more than its history keeps (1,000 entries, bounded by design), so that the run compares a
+//! daemon whose bounded buffers are full with itself, not with the daemon that was filling them.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +18,8 @@ use crate::report::{Row, Target};
 
 const SESSIONS: usize = 100;
 const CHANGES_PER_SECOND: u32 = 20;
+/// Changes made before the measured run: more than the daemon's history keeps.
+const WARM_UP_CHANGES: u64 = 1_100;
 /// How much the last window may exceed the first and still count as flat.
 const TOLERANCE: f64 = 1.05;
 
@@ -49,13 +55,29 @@ pub fn measure(mode: Mode) -> Result<Row> {
     let mut reader = LineChild::spawn(reader, "bench-reader (steady)")?;
     reader.expect_line("ready")?;
 
+    let mut change = 0u64;
+    let round = |change: u64, reader: &mut LineChild| -> Result<()> {
+        let add = bench_wire::add(
+            2,
+            workspace,
+            &uris[change as usize % 3],
+            &format!("c-{change}"),
+        );
+        reader.send(&format!("round {add}"))?;
+        reader.read_line()?;
+        Ok(())
+    };
+    while change < WARM_UP_CHANGES {
+        change += 1;
+        round(change, &mut reader)?;
+    }
+
     let period = Duration::from_secs(1) / CHANGES_PER_SECOND;
     let sample_every = Duration::from_millis(100);
     let start = Instant::now();
     let mut next_change = start;
     let mut next_sample = start;
     let mut samples: Vec<(Duration, u64)> = Vec::new();
-    let mut change = 0u64;
     while start.elapsed() < run {
         let now = Instant::now();
         if now >= next_sample {
@@ -64,14 +86,7 @@ pub fn measure(mode: Mode) -> Result<Row> {
         }
         if now >= next_change {
             change += 1;
-            let add = bench_wire::add(
-                2,
-                workspace,
-                &uris[change as usize % 3],
-                &format!("c-{change}"),
-            );
-            reader.send(&format!("round {add}"))?;
-            reader.read_line()?;
+            round(change, &mut reader)?;
             next_change += period;
         }
         let wake = next_change.min(next_sample);
@@ -123,7 +138,8 @@ pub fn measure(mode: Mode) -> Result<Row> {
         samples: samples.len(),
         target: Target::ratio_at_most(TOLERANCE),
         note: Some(format!(
-            "{change} changes, {SESSIONS} sessions each reading every change; peak {peak:.2} MiB; median per {} s: {} MiB",
+            "{} changes after a warm-up of {WARM_UP_CHANGES}, {SESSIONS} sessions each reading every change; peak {peak:.2} MiB; median per {} s: {} MiB",
+            change - WARM_UP_CHANGES,
             window.as_secs(),
             course.join(", ")
         )),
