@@ -31,10 +31,10 @@ fn after_help() -> String {
 #[derive(Debug, Parser)]
 #[command(name = "rootsctl", version, after_help = after_help())]
 pub struct Cli {
-    /// Socket path [default: $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else ${TMPDIR:-/tmp}/rootsd-$UID/rootsd.sock]
-    ///
-    /// Parsed without clap's own check for an empty value, whose message would not say where
-    /// the empty value came from: [`refuse_empty_settings`] names the flag or the variable.
+    /// Socket path [default: the running rootsd's (recorded in its state directory), else
+    /// $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else rootsd.sock in the state directory]
+    // Parsed without clap's own check for an empty value, whose message would not say where the
+    // empty value came from: `refuse_empty_settings` names the flag or the variable.
     #[arg(
         long,
         global = true,
