@@ -107,6 +107,7 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         drop(AutostartGuard {
             state: self.state.clone(),
+            killed_any: false,
         });
     }
 }
@@ -514,7 +515,12 @@ impl RawClient {
 /// the lock is held, so that it never signals a recycled pid.
 pub struct AutostartGuard {
     state: PathBuf,
+    killed_any: bool,
 }
+
+/// After killing an autostarted daemon, how long [`AutostartGuard`] watches for another that
+/// was still starting.
+const STRAGGLER_WATCH: Duration = Duration::from_millis(300);
 
 impl AutostartGuard {
     /// Guards the sandbox's own state directory.
@@ -524,27 +530,43 @@ impl AutostartGuard {
 
     /// Guards any state directory (one a rootsctl computed from `HOME`, say).
     pub fn for_state_dir(state: PathBuf) -> Self {
-        Self { state }
+        Self {
+            state,
+            killed_any: false,
+        }
     }
 }
 
 impl Drop for AutostartGuard {
     fn drop(&mut self) {
-        let Some(pid) = daemon_pid(&self.state) else {
-            return;
-        };
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-        // The kernel releases the lock once the daemon is gone. Not `eventually`: a guard that
-        // panics while the test is already failing would abort the whole test binary.
-        let _ = poll_until(PATIENCE, || {
-            if lock_held(&self.state) {
-                Err(())
-            } else {
-                Ok(())
+        // A daemon that an autostart spawned may still be starting when the one holding the
+        // lock is killed, and take the lock after it: so once one was killed, the lock is
+        // watched a little longer and every later holder is killed too.
+        let mut quiet_since: Option<Instant> = None;
+        while quiet_since.is_none_or(|since| since.elapsed() < STRAGGLER_WATCH) {
+            let Some(pid) = daemon_pid(&self.state) else {
+                if quiet_since.is_none() && !self.killed_any {
+                    return;
+                }
+                quiet_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            quiet_since = None;
+            self.killed_any = true;
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
-        });
+            // The kernel releases the lock once the daemon is gone. Not `eventually`: a guard
+            // that panics while the test is already failing would abort the whole test binary.
+            let _ = poll_until(PATIENCE, || {
+                if lock_held(&self.state) {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            });
+        }
     }
 }
 
