@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -184,7 +184,9 @@ impl Committer {
                         "writing to the journal {} failed: {error}",
                         state.journal.path().display()
                     );
-                    state.journal_problem.get_or_insert((problem, unix_now()));
+                    state
+                        .journal_problem
+                        .get_or_insert((problem, crate::clock::unix_secs()));
                     return Err(StoreError::Journal {
                         action: "write",
                         path: state.journal.path().display().to_string(),
@@ -314,7 +316,9 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                     state.journal.path().display()
                 );
                 tracing::error!("{problem}");
-                state.journal_problem.get_or_insert((problem, unix_now()));
+                state
+                    .journal_problem
+                    .get_or_insert((problem, crate::clock::unix_secs()));
                 let durable = state.durable_len;
                 if let Err(cut) = state.journal.truncate(durable) {
                     tracing::error!(error = %cut, "could not cut the journal back to its durable length");
@@ -378,7 +382,9 @@ fn note_database_problem(state: &mut State, error: &StoreError) {
         "the database could not take a change ({error}); every acknowledged change is safe in the journal, and rootsd rewrites the database once it can"
     );
     tracing::error!("{problem}");
-    state.database_problem.get_or_insert((problem, unix_now()));
+    state
+        .database_problem
+        .get_or_insert((problem, crate::clock::unix_secs()));
     state.database_stale = true;
 }
 
@@ -459,10 +465,4 @@ fn reopen(slot: &mut Option<Store>) -> Result<&Store, StoreError> {
         Ok(store) => Ok(slot.insert(store)),
         Err(error) => Err(error),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -83,13 +83,6 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     Some(entry)
 }
 
-/// Now, in milliseconds since the Unix epoch, as changes are stamped.
-pub fn now_unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// `text` cut to at most [`HISTORY_TEXT_BYTES`] at a character boundary, for what an entry
 /// records about who made a change.
 pub fn bounded_text(text: &str) -> String {

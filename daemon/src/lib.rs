@@ -26,9 +26,11 @@
 //! - [`systemd`]: readiness, status and watchdog notifications.
 //! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
 //! - [`args`]: the command line, shared with the man-page generator in `dist/`.
+//! - [`clock`]: the wall clock as the daemon records it.
 
 pub mod args;
 pub mod author;
+pub mod clock;
 pub mod committer;
 pub mod connection;
 pub mod envelope;

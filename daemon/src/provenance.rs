@@ -153,7 +153,7 @@ fn next_change(
         workspace: workspace.clone(),
         state: next,
         origin: Some(origin),
-        time_unix_ms: crate::history::now_unix_ms(),
+        time_unix_ms: crate::clock::unix_ms(),
     })
 }
 

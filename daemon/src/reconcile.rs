@@ -13,7 +13,7 @@
 //! register.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::error::StoreError;
 use crate::journal::{self, Entry, Journal, Replay};
@@ -202,7 +202,7 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
             origin: Some(Origin::daemon(
                 "start-up: withdrawing the roots sessions of the previous run published",
             )),
-            time_unix_ms: crate::history::now_unix_ms(),
+            time_unix_ms: crate::clock::unix_ms(),
         };
         opened
             .journal
@@ -237,9 +237,7 @@ pub fn recover(state_dir: &Path) -> Result<Opened, StoreError> {
         let contents = store.load()?;
         Ok((store, contents))
     });
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let stamp = crate::clock::unix_secs();
     let mut kept = Vec::new();
     // Whichever holds the newer state wins: a damaged database loses changes (its revision
     // falls behind the journal's), and a journal loses its tail (its revision falls behind the

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use rootsd_proto::session::{self, SessionState};
 use rootsd_proto::wire::{
@@ -386,7 +386,7 @@ impl Registry {
             label: params.label,
             pid: params.pid,
             workspace: params.workspace,
-            last_fetch_unix: (params.state.fetches > 0).then(unix_now),
+            last_fetch_unix: (params.state.fetches > 0).then(crate::clock::unix_secs),
             state: params.state,
             connected: Instant::now(),
             published: false,
@@ -504,7 +504,7 @@ impl Session<'_> {
     pub fn update(&self, state: SessionState) {
         self.with_record(|record| {
             if state.fetches > record.state.fetches {
-                record.last_fetch_unix = Some(unix_now());
+                record.last_fetch_unix = Some(crate::clock::unix_secs());
             }
             record.state = state;
         });
@@ -581,12 +581,6 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         host_roots: s.state.host_roots.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[path = "registry_plan.rs"]
