@@ -11,43 +11,20 @@ use serde_json::{Value, json};
 
 use crate::support::{assert_exit, stderr_of};
 
-/// A process's resident memory now (`VmRSS`) or at its peak (`VmHWM`), in MiB.
-fn memory_mib(pid: i32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read the status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no {field} line in {status}"))
-        / 1024
-}
-
+/// A process's resident memory now, in MiB.
 fn rss_mib(pid: i32) -> u64 {
-    memory_mib(pid, "VmRSS")
+    memory_of(pid).rss_kib / 1024
 }
 
-/// Lets this test process hold `n` sockets at once.
-fn allow_open_files(n: u64) {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let wanted = Some(n.max(limit.current.unwrap_or(0)));
-    if limit.current < wanted {
-        setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: wanted,
-                maximum: limit.maximum.max(wanted),
-            },
-        )
-        .expect("raise the open-file limit");
-    }
+fn memory_of(pid: i32) -> rootsd_tests::Memory {
+    rootsd_tests::memory(pid as u32).expect("read the daemon's memory")
 }
 
 #[test]
 fn stalled_half_lines_hold_a_bounded_amount_and_it_returns_when_their_peers_go() {
     const PEERS: usize = 1000;
     const HALF: usize = 512 * 1024;
-    allow_open_files(PEERS as u64 + 256);
+    rootsd_tests::raise_fd_limit(PEERS as u64 + 256).expect("raise the open-file limit");
     let sb = Sandbox::new();
     let daemon = sb.start_daemon();
     let baseline = rss_mib(daemon.pid());
@@ -68,7 +45,7 @@ fn stalled_half_lines_hold_a_bounded_amount_and_it_returns_when_their_peers_go()
     }
     // 1,000 peers sent 500 MiB between them; the daemon holds what its budget allows (64 MiB
     // beyond 4 KiB each) and turns the rest away. The peak counts, not just the moment.
-    let stalled = memory_mib(daemon.pid(), "VmHWM");
+    let stalled = memory_of(daemon.pid()).hwm_kib / 1024;
     assert!(
         stalled <= baseline + 160,
         "{PEERS} stalled half lines took the daemon from {baseline} MiB to {stalled} MiB"

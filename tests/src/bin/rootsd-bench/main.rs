@@ -25,7 +25,7 @@ mod steady;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use rootsd_tests::{Sandbox, bench_wire};
 
 use crate::procs::{Control, uri_of};
@@ -136,7 +136,8 @@ fn main() {
 fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
     let phase = |name: &str| only.is_none_or(|o| o == name);
     let largest = if mode.quick { 2_000 } else { 10_000 };
-    raise_fd_limit(largest + 256)?;
+    rootsd_tests::raise_fd_limit(largest as u64 + 256)
+        .map_err(|why| anyhow::anyhow!("{why}, or use --quick"))?;
 
     let sandbox = Sandbox::new();
     let _daemon = sandbox.start_daemon();
@@ -206,27 +207,4 @@ fn load_average() -> f64 {
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse().ok())
         .unwrap_or(f64::NAN)
-}
-
-/// Raises the soft descriptor limit to the hard one (children inherit it), and fails clearly
-/// if even that is too few for `needed` connections in one process.
-fn raise_fd_limit(needed: usize) -> Result<()> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let hard = limit.maximum.unwrap_or(u64::MAX);
-    if hard < needed as u64 {
-        bail!(
-            "this run needs {needed} file descriptors per process, but the hard limit is {hard}: \
-             raise it (`ulimit -Hn {needed}` as root, or LimitNOFILE= in systemd) or use --quick"
-        );
-    }
-    setrlimit(
-        Resource::Nofile,
-        Rlimit {
-            current: limit.maximum,
-            maximum: limit.maximum,
-        },
-    )
-    .context("raise the file-descriptor limit")?;
-    Ok(())
 }

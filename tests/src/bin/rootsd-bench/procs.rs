@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use rootsd_tests::bench_wire;
+use rootsd_tests::{Memory, bench_wire};
 
 /// How long any single wait may take before the benchmark gives up with an error.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -150,27 +150,9 @@ impl Control {
     }
 }
 
-/// Resident and peak resident memory of a process, in KiB.
-#[derive(Clone, Copy, Debug)]
-pub struct Memory {
-    pub rss_kib: u64,
-    pub hwm_kib: u64,
-}
-
+/// A process's memory, read from `/proc` by the harness.
 pub fn memory(pid: u32) -> Result<Memory> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("read /proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .with_context(|| format!("{name} in /proc/{pid}/status"))
-    };
-    Ok(Memory {
-        rss_kib: field("VmRSS:")?,
-        hwm_kib: field("VmHWM:")?,
-    })
+    rootsd_tests::memory(pid).with_context(|| format!("read the memory of process {pid}"))
 }
 
 /// The `q` quantile (0..=1) of `samples` by nearest rank; sorts them.

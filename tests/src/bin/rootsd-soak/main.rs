@@ -24,7 +24,7 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rootsd_tests::{RawClient, Sandbox, raise_fd_limit, rss_kib};
+use rootsd_tests::{RawClient, Sandbox, memory, raise_fd_limit};
 use serde_json::{Value, json};
 
 /// The workspace the soak changes and every session follows.
@@ -99,7 +99,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    raise_fd_limit();
+    if let Err(why) = raise_fd_limit(options.sessions as u64 + 256) {
+        eprintln!("rootsd-soak: {why}");
+        return ExitCode::from(2);
+    }
     if soak(&options) {
         ExitCode::SUCCESS
     } else {
@@ -233,7 +236,8 @@ fn sample_memory(pid: i32, stop: Arc<AtomicBool>) -> Vec<(f64, u64)> {
     let start = Instant::now();
     let mut samples = Vec::new();
     while !stop.load(Ordering::SeqCst) {
-        samples.push((start.elapsed().as_secs_f64(), rss_kib(pid)));
+        let Ok(now) = memory(pid as u32) else { break };
+        samples.push((start.elapsed().as_secs_f64(), now.rss_kib));
         std::thread::sleep(Duration::from_secs(1));
     }
     samples
