@@ -10,7 +10,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
-use rootsd_proto::rendezvous::{LOCK_FILE, Record};
+use rootsd_proto::paths::{self, Environment, StateDirSource};
+use rootsd_proto::rendezvous::{LOCK_FILE, POINTER_FILE, Pointer, Record};
 
 pub use crate::error::InstanceError;
 
@@ -46,6 +47,64 @@ fn write_record(file: &mut File, path: &Path, record: &Record) -> Result<(), Ins
             path: path.to_owned(),
             error,
         })
+}
+
+/// Leaves, or clears, the pointer by which a client that sees only `HOME` finds this state
+/// directory ([`rootsd_proto::rendezvous::Pointer`]). A daemon whose state directory came from
+/// `XDG_STATE_HOME` writes one into `~/.local/state/rootsd`; a daemon in that directory itself
+/// removes a pointer it finds there, since the newest daemon's choice is the user's. Directories
+/// chosen explicitly (`--state-dir`, `ROOTSD_STATE_DIR`) or by systemd leave it alone: their
+/// clients are told by the same configuration, or reach the unit's socket.
+///
+/// Failing here does not stop the daemon, which serves every client that computes its state
+/// directory; the warning says who will miss it.
+pub fn leave_pointer(env: &Environment, state_dir: &Path, source: StateDirSource) {
+    let Some(home_dir) = paths::home_state_dir(env) else {
+        return;
+    };
+    let pointer = home_dir.join(POINTER_FILE);
+    let result = match source {
+        StateDirSource::XdgStateHome if home_dir != state_dir => write_pointer(
+            &home_dir,
+            &Pointer {
+                state_dir: state_dir.to_owned(),
+            },
+        ),
+        StateDirSource::Home => match fs::remove_file(&pointer) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    };
+    if let Err(error) = result {
+        tracing::warn!(
+            pointer = %pointer.display(),
+            "could not update the pointer to the state directory ({error}): clients started without XDG_STATE_HOME, as hosts start MCP servers, may not find this rootsd"
+        );
+    }
+}
+
+/// Writes the pointer atomically and durably: a client reads the old pointer or the new one,
+/// and after a crash the pointer still leads to the store it named.
+fn write_pointer(home_dir: &Path, pointer: &Pointer) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home_dir)?;
+    let path = home_dir.join(POINTER_FILE);
+    let temporary = home_dir.join(format!("{POINTER_FILE}.{}", std::process::id()));
+    let mut file = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)?;
+    file.write_all(pointer.to_line().as_bytes())?;
+    file.sync_data()?;
+    fs::rename(&temporary, &path)?;
+    File::open(home_dir)?.sync_all()
 }
 
 /// How long a starting daemon keeps trying for its lock. Clients looking for a running daemon
@@ -206,6 +265,44 @@ mod tests {
             record.and_then(|r| r.socket),
             Some(std::path::PathBuf::from("/s.sock"))
         );
+    }
+
+    #[test]
+    fn a_state_directory_from_xdg_state_home_is_pointed_at_from_home_and_home_clears_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Environment {
+            home: Some(dir.path().join("home").into()),
+            uid: 1000,
+            ..Environment::default()
+        };
+        let home_dir = paths::home_state_dir(&env).unwrap();
+        let pointer = home_dir.join(POINTER_FILE);
+        let xdg = dir.path().join("xdg/state/rootsd");
+
+        leave_pointer(&env, &xdg, StateDirSource::Explicit);
+        leave_pointer(&env, &xdg, StateDirSource::Systemd);
+        assert!(
+            !pointer.exists(),
+            "explicit and systemd directories leave none"
+        );
+
+        leave_pointer(&env, &xdg, StateDirSource::XdgStateHome);
+        let read = Pointer::parse(&fs::read_to_string(&pointer).unwrap());
+        assert_eq!(read.map(|p| p.state_dir), Some(xdg.clone()));
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(
+            fs::metadata(&home_dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+
+        leave_pointer(&env, &home_dir, StateDirSource::XdgStateHome);
+        assert!(
+            pointer.exists(),
+            "XDG_STATE_HOME leading home needs no pointer"
+        );
+        leave_pointer(&env, &home_dir, StateDirSource::Home);
+        assert!(!pointer.exists(), "a daemon at home clears the pointer");
+        leave_pointer(&env, &home_dir, StateDirSource::Home);
     }
 
     #[test]

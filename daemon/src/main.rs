@@ -47,7 +47,7 @@ fn fail(err: &anyhow::Error) -> std::process::ExitCode {
 
 async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<()> {
     let env = Environment::capture(rustix::process::getuid().as_raw());
-    let state_dir = paths::state_dir(&env, args.state_dir)?;
+    let (state_dir, state_dir_source) = paths::state_dir_and_source(&env, args.state_dir)?;
     let socket_path = paths::socket_path(&env, args.socket, Some(&state_dir));
     let access = if args.allow_group {
         anyhow::ensure!(
@@ -95,6 +95,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         None => socket::bind(&socket_path, &state_dir)?,
     };
     lock.record_socket(&bound.path)?;
+    instance::leave_pointer(&env, &state_dir, state_dir_source);
     raise_fd_limit();
 
     let shutdown = CancellationToken::new();

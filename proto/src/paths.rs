@@ -105,8 +105,30 @@ pub fn user_unit_socket(uid: u32) -> PathBuf {
 /// The state directory: `explicit` (`--state-dir`), else `ROOTSD_STATE_DIR`, else the first
 /// entry of `STATE_DIRECTORY`, else `$XDG_STATE_HOME/rootsd`, else `$HOME/.local/state/rootsd`.
 pub fn state_dir(env: &Environment, explicit: Option<PathBuf>) -> Result<PathBuf, PathError> {
+    state_dir_and_source(env, explicit).map(|(dir, _)| dir)
+}
+
+/// What chose the state directory, so that a daemon knows whether a client that sees only
+/// `HOME` would compute the same one ([`crate::rendezvous::Pointer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateDirSource {
+    /// `--state-dir` or `ROOTSD_STATE_DIR`: a choice the user makes known to clients themselves.
+    Explicit,
+    /// systemd's `STATE_DIRECTORY`.
+    Systemd,
+    /// `XDG_STATE_HOME`, which hosts strip from the environment they give servers.
+    XdgStateHome,
+    /// `HOME` alone: what every client of the user computes.
+    Home,
+}
+
+/// [`state_dir`], and what chose it.
+pub fn state_dir_and_source(
+    env: &Environment,
+    explicit: Option<PathBuf>,
+) -> Result<(PathBuf, StateDirSource), PathError> {
     if let Some(path) = explicit.or_else(|| env.rootsd_state_dir.clone().map(PathBuf::from)) {
-        return Ok(path);
+        return Ok((path, StateDirSource::Explicit));
     }
     if let Some(dirs) = &env.state_directory {
         let first = dirs
@@ -116,16 +138,33 @@ pub fn state_dir(env: &Environment, explicit: Option<PathBuf>) -> Result<PathBuf
             .unwrap_or_default()
             .to_owned();
         if !first.is_empty() {
-            return Ok(PathBuf::from(first));
+            return Ok((PathBuf::from(first), StateDirSource::Systemd));
         }
     }
     if let Some(state) = absolute(&env.xdg_state_home) {
-        return Ok(state.join("rootsd"));
+        return Ok((state.join("rootsd"), StateDirSource::XdgStateHome));
     }
-    if let Some(home) = absolute(&env.home) {
-        return Ok(home.join(".local").join("state").join("rootsd"));
+    home_state_dir(env)
+        .map(|dir| (dir, StateDirSource::Home))
+        .ok_or(PathError::NoStateDir)
+}
+
+/// `$HOME/.local/state/rootsd`: the state directory a client computes from `HOME` alone, as
+/// every host's stripped environment allows. Where the daemon's state directory is elsewhere,
+/// this is where it leaves a [`crate::rendezvous::Pointer`] to it.
+pub fn home_state_dir(env: &Environment) -> Option<PathBuf> {
+    absolute(&env.home).map(|home| home.join(".local").join("state").join("rootsd"))
+}
+
+/// Only what every host passes on to the servers it starts: `HOME` and the uid. What a client
+/// started by a host with a stripped environment sees, for `rootsctl doctor` to ask where such
+/// a client would go.
+pub fn bare(env: &Environment) -> Environment {
+    Environment {
+        home: env.home.clone(),
+        uid: env.uid,
+        ..Environment::default()
     }
-    Err(PathError::NoStateDir)
 }
 
 fn absolute(value: &Option<OsString>) -> Option<PathBuf> {
@@ -196,6 +235,30 @@ mod tests {
             socket_path(&env(), None, Some(&deep)),
             PathBuf::from("/tmp/rootsd-1000/rootsd.sock")
         );
+    }
+
+    #[test]
+    fn the_state_directory_says_what_chose_it() {
+        let mut e = env();
+        e.home = Some("/home/u".into());
+        let source = |e: &Environment| state_dir_and_source(e, None).unwrap().1;
+        assert_eq!(source(&e), StateDirSource::Home);
+        assert_eq!(
+            home_state_dir(&e),
+            Some(PathBuf::from("/home/u/.local/state/rootsd"))
+        );
+        e.xdg_state_home = Some("/xdg/state".into());
+        assert_eq!(source(&e), StateDirSource::XdgStateHome);
+        e.state_directory = Some("/var/lib/rootsd".into());
+        assert_eq!(source(&e), StateDirSource::Systemd);
+        e.rootsd_state_dir = Some("/s".into());
+        assert_eq!(source(&e), StateDirSource::Explicit);
+        let bare = bare(&e);
+        assert_eq!(bare.home, e.home);
+        assert_eq!(bare.uid, e.uid);
+        assert_eq!(source(&bare), StateDirSource::Home);
+        e.home = Some("relative".into());
+        assert_eq!(home_state_dir(&e), None, "XDG paths must be absolute");
     }
 
     #[test]

@@ -8,8 +8,15 @@
 //! finds the lock held connects to the recorded socket. The kernel drops the lock when the daemon
 //! dies, however it dies, so a record is trusted only while its lock is held.
 //!
-//! This module is the record's format; taking and testing the lock is the daemon's and the
-//! client's I/O.
+//! A state directory chosen by `XDG_STATE_HOME` is one a client with a stripped environment
+//! cannot compute. A daemon there also leaves a [`Pointer`] in the directory `HOME` alone leads
+//! to (`~/.local/state/rootsd`), naming its own; a client that finds no daemon where `HOME` leads
+//! follows it, to the daemon's lock when one runs and, when none does, to the store an
+//! autostarted daemon must open. A daemon in the `HOME` directory itself removes a pointer it
+//! finds there: the newest daemon's choice is the user's.
+//!
+//! This module is the formats; taking and testing the lock, and reading and writing files, are
+//! the daemon's and the client's I/O.
 
 use std::path::PathBuf;
 
@@ -49,9 +56,46 @@ impl Record {
     }
 }
 
+/// The pointer's name inside `~/.local/state/rootsd`.
+pub const POINTER_FILE: &str = "rootsd.pointer";
+
+/// Where the user's daemon keeps its state when that is not where `HOME` alone leads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pointer {
+    pub state_dir: PathBuf,
+}
+
+impl Pointer {
+    /// The pointer as one line of JSON.
+    pub fn to_line(&self) -> String {
+        let mut line = serde_json::to_string(self).expect("pointers always serialise");
+        line.push('\n');
+        line
+    }
+
+    /// Reads a pointer; `None` for an empty, partly written or foreign file, and for one that
+    /// names a relative directory, which could only be resolved against a client's whim.
+    pub fn parse(text: &str) -> Option<Self> {
+        serde_json::from_str::<Self>(text.trim())
+            .ok()
+            .filter(|pointer| pointer.state_dir.is_absolute())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pointer_round_trips_and_only_to_an_absolute_directory() {
+        let pointer = Pointer {
+            state_dir: PathBuf::from("/home/u/xdg/state/rootsd"),
+        };
+        assert_eq!(Pointer::parse(&pointer.to_line()), Some(pointer.clone()));
+        assert_eq!(Pointer::parse(r#"{"state_dir":"xdg/state"}"#), None);
+        assert_eq!(Pointer::parse(&pointer.to_line()[..10]), None);
+        assert_eq!(Pointer::parse(""), None);
+    }
 
     #[test]
     fn a_record_round_trips_and_a_partial_one_is_none() {
