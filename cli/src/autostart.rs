@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rootsd_proto::paths::{self, Environment};
+use rootsd_proto::paths::Environment;
 
 use crate::client::{Client, ClientError};
+use crate::config::{ConfigError, UserConfig};
 use crate::locate::{self, Source};
 
 /// How long to wait for a freshly started daemon to answer.
@@ -27,9 +28,14 @@ pub struct Target {
     /// Why that socket ([`crate::locate`]).
     pub source: Source,
     /// The state directory of this user's daemon, when one can be named: where a running daemon
-    /// records its socket.
+    /// records its socket, and where an autostarted one keeps its store.
     pub state_dir: Option<PathBuf>,
+    /// `state_dir` came from the pointer in `~/.local/state/rootsd`: an autostarted daemon is
+    /// given it, since it would not compute it from this environment.
+    pub pointed: bool,
     pub autostart: bool,
+    /// The user's configuration file, as read.
+    pub config: UserConfig,
     /// Names the caller in the daemon's logs.
     pub client_name: String,
     /// How long to wait for the daemon to accept, and then for each answer.
@@ -37,16 +43,52 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn new(socket: Option<PathBuf>, no_autostart: bool, timeout: Duration) -> Self {
+    /// Where this process's environment and the user's configuration file lead.
+    pub fn new(
+        socket: Option<PathBuf>,
+        no_autostart: bool,
+        timeout: Duration,
+    ) -> Result<Self, ConfigError> {
         let env = Environment::capture(rustix::process::getuid().as_raw());
-        let located = locate::locate(&env, socket);
+        let config = UserConfig::load(&env)?;
+        Ok(Self::within(&env, config, socket, no_autostart, timeout))
+    }
+
+    /// Where `env` and `config` lead: [`Target::new`] without reading anything but the record,
+    /// for `doctor` to ask what another environment would get.
+    pub fn within(
+        env: &Environment,
+        config: UserConfig,
+        socket: Option<PathBuf>,
+        no_autostart: bool,
+        timeout: Duration,
+    ) -> Self {
+        let located = locate::locate(env, socket, &config);
         Self {
             socket: located.socket,
             source: located.source,
             state_dir: located.state_dir,
-            autostart: !no_autostart,
+            pointed: located.pointed,
+            autostart: !no_autostart && config.allows_autostart(),
+            config,
             client_name: format!("rootsctl {}", env!("CARGO_PKG_VERSION")),
             timeout,
+        }
+    }
+
+    /// Why autostart is off, in words, for messages.
+    pub fn autostart_off_because(&self) -> String {
+        match (
+            &self.config.file,
+            self.config.autostart,
+            &self.config.socket,
+        ) {
+            (Some(file), Some(false), _) => format!("{} says `autostart = no`", file.display()),
+            (Some(file), None, Some(_)) => format!(
+                "{} names the socket of a daemon started elsewhere; add `autostart = yes` there to let rootsctl start it",
+                file.display()
+            ),
+            _ => "--no-autostart or ROOTSD_NO_AUTOSTART".to_owned(),
         }
     }
 
@@ -56,7 +98,10 @@ impl Target {
             Err(err) if err.is_absent() && self.autostart => self.start_and_connect().await,
             Err(ClientError::NotRunning { socket, .. }) => Err(ClientError::NotRunning {
                 socket,
-                hint: ", and autostart is off (--no-autostart or ROOTSD_NO_AUTOSTART): start it with `rootsd &`, or `systemctl --user start rootsd.socket` where the units are installed".to_owned(),
+                hint: format!(
+                    ", and autostart is off ({}): start it with `rootsd &`, or `systemctl --user start rootsd.socket` where the units are installed",
+                    self.autostart_off_because()
+                ),
             }),
             other => other,
         }
@@ -65,7 +110,7 @@ impl Target {
     /// The socket a daemon of this user has recorded since this target was made, if it differs
     /// from the one in use: another rootsctl may have started one meanwhile.
     fn recorded_elsewhere(&self) -> Option<PathBuf> {
-        if self.source == Source::Explicit {
+        if matches!(self.source, Source::Explicit | Source::Configured { .. }) {
             return None;
         }
         let state_dir = self.state_dir.as_deref()?;
@@ -85,7 +130,11 @@ impl Target {
         let mut child = if starting {
             None
         } else {
-            Some(spawn_daemon(&self.socket)?)
+            Some(spawn_daemon(
+                &self.socket,
+                self.pointed.then_some(()).and(self.state_dir.as_deref()),
+                &self.log_path(),
+            )?)
         };
         let started = Instant::now();
         let mut delay = Duration::from_millis(5);
@@ -115,7 +164,7 @@ impl Target {
                     "started rootsd for {} but it did not answer within {}s ({status}); see its log at {}",
                     self.socket.display(),
                     START_TIMEOUT.as_secs(),
-                    log_path().display()
+                    self.log_path().display()
                 )));
             }
             tokio::time::sleep(delay).await;
@@ -124,12 +173,14 @@ impl Target {
     }
 }
 
-/// The daemon's log when rootsctl starts it: `<state dir>/rootsd.log`.
-pub fn log_path() -> PathBuf {
-    let env = Environment::capture(rustix::process::getuid().as_raw());
-    paths::state_dir(&env, None)
-        .unwrap_or_else(|_| std::env::temp_dir())
-        .join("rootsd.log")
+impl Target {
+    /// The daemon's log when rootsctl starts it: `<state dir>/rootsd.log`.
+    pub fn log_path(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("rootsd.log")
+    }
 }
 
 /// Finds the rootsd binary: `ROOTSD_BIN`, else next to this rootsctl, else on `PATH`.
@@ -144,8 +195,12 @@ pub fn daemon_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("rootsd"))
 }
 
-fn spawn_daemon(socket: &Path) -> Result<std::process::Child, ClientError> {
-    let log = log_path();
+/// Starts rootsd at `socket`, with `state_dir` when this environment would not lead it there.
+fn spawn_daemon(
+    socket: &Path,
+    state_dir: Option<&Path>,
+    log: &Path,
+) -> Result<std::process::Child, ClientError> {
     if let Some(dir) = log.parent() {
         let _ = fs::DirBuilder::new()
             .recursive(true)
@@ -157,13 +212,16 @@ fn spawn_daemon(socket: &Path) -> Result<std::process::Child, ClientError> {
         .append(true)
         // The log names the user's directories: nobody else reads it.
         .mode(0o600)
-        .open(&log)
+        .open(log)
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
     let binary = daemon_binary();
-    Command::new(&binary)
-        .arg("--socket")
-        .arg(socket)
+    let mut command = Command::new(&binary);
+    command.arg("--socket").arg(socket);
+    if let Some(state_dir) = state_dir {
+        command.arg("--state-dir").arg(state_dir);
+    }
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)

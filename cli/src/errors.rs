@@ -174,7 +174,9 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             | ClientError::Lost { .. }
             | ClientError::Autostart(_) => Exit::Unreachable,
         }
-    } else if err.downcast_ref::<UsageError>().is_some() {
+    } else if err.downcast_ref::<UsageError>().is_some()
+        || err.downcast_ref::<ConfigError>().is_some()
+    {
         Exit::Usage
     } else if err.downcast_ref::<WaitTimeout>().is_some() {
         Exit::WaitTimeout
@@ -208,6 +210,22 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// `~/.config/rootsd/rootsd.conf` cannot be used (exit status 2, like any other usage error).
+/// Nothing runs on a guess: a setting skipped could send a proxy to the wrong daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "{path} line {line}: {problem}; fix or remove that line (see README.md, 'The user configuration file')"
+    )]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        problem: String,
+    },
+    #[error("cannot read {path}: {error}; make it readable, or remove it")]
+    Unreadable { path: PathBuf, error: io::Error },
+}
 
 /// `--wait` ran out of time; the message lists the sessions that lag (exit status 4).
 #[derive(Debug, thiserror::Error)]

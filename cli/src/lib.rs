@@ -3,6 +3,8 @@
 //! - [`args`]: the command line.
 //! - [`client`]: a connection to the daemon (hello, calls, pushed notifications).
 //! - [`autostart`]: finding the socket and starting rootsd when it is not running.
+//! - [`config`]: the user's configuration file (`~/.config/rootsd/rootsd.conf`).
+//! - [`locate`]: which socket to use, whatever the environment.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
 //! - [`log`]: `rootsctl log`, the history of changes, page by page.
@@ -19,6 +21,7 @@ pub mod args;
 pub mod autostart;
 pub mod client;
 pub mod commands;
+pub mod config;
 pub mod doctor;
 pub mod errors;
 pub mod locate;

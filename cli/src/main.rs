@@ -31,10 +31,11 @@ fn main() -> ExitCode {
     let target = Target::new(cli.socket.clone(), cli.no_autostart, cli.daemon_timeout);
     // The proxy writes MCP messages through tokio's stdout, which needs the same lock: only
     // the other commands may hold it.
-    let result = match cli.command {
-        Command::Completions { shell } => completions(shell),
+    let result = match (cli.command, target) {
+        (Command::Completions { shell }, _) => completions(shell),
         _ if settings.is_err() => settings.map_err(anyhow::Error::from),
-        Command::Proxy(args) => {
+        (_, Err(config)) => Err(config.into()),
+        (Command::Proxy(args), Ok(target)) => {
             let runtime = runtime();
             let result = runtime
                 .block_on(rootsctl::proxy::run(&target, args))
@@ -45,7 +46,7 @@ fn main() -> ExitCode {
             runtime.shutdown_background();
             result
         }
-        command => {
+        (command, Ok(target)) => {
             let mut out = io::stdout().lock();
             runtime()
                 .block_on(run(command, &target, &mut out))
