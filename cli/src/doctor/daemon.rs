@@ -20,9 +20,11 @@ pub(super) struct DaemonFindings {
     pub status: Option<StatusResult>,
 }
 
+/// The check's name in the report.
+pub(super) const NAME: &str = "daemon";
+
 /// Connects without ever starting the daemon, and asks for its status.
 pub(super) async fn ask(socket: &Path, client_name: &str) -> DaemonFindings {
-    const NAME: &str = "daemon";
     let s = socket.display();
     let failed = |check: Check| DaemonFindings {
         check,

@@ -92,9 +92,14 @@ pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow
     let me = Me::current();
     let systemd = Systemd::ask().await;
     let mut report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
+    let running = report
+        .checks
+        .iter()
+        .any(|c| c.name == daemon::NAME && matches!(c.outcome, Outcome::Ok | Outcome::Note));
     let which = locate::check(target, &env);
-    report.ok &= which.outcome != Outcome::Fail;
-    report.checks.insert(0, which);
+    let host = locate::host_check(target, &env, running);
+    report.ok &= which.outcome != Outcome::Fail && host.outcome != Outcome::Fail;
+    report.checks.splice(0..0, [which, host]);
     if args.json {
         crate::output::json(out, &report)?;
     } else {

@@ -201,3 +201,204 @@ fn the_shell_finds_the_daemon_a_proxy_started_without_xdg_runtime_dir() {
         );
     }
 }
+
+/// The state directory a user with `XDG_STATE_HOME` has: not where `HOME` alone leads.
+fn xdg_state(desktop: &Desktop) -> (PathBuf, PathBuf) {
+    let xdg = desktop.sb.mkdir("xdg-state");
+    let state = xdg.join("rootsd");
+    (xdg, state)
+}
+
+/// The check named `name` of `rootsctl doctor --json`'s report.
+fn doctor_check(output: &std::process::Output, name: &str) -> Value {
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json: {e}: {}", stdout_of(output)));
+    report["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no {name:?} check: {report}"))
+        .clone()
+}
+
+/// Stops the daemon holding `state` and waits until its lock is free.
+fn stop_daemon(state: &Path) {
+    let pid = rootsd_tests::daemon_pid(state).expect("a daemon holds the state directory");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .expect("signal rootsd");
+    rootsd_tests::eventually(
+        "rootsd to stop",
+        PATIENCE,
+        || match rootsd_tests::daemon_pid(state) {
+            Some(pid) => Err(format!("pid {pid} still holds {}", state.display())),
+            None => Ok(()),
+        },
+    );
+}
+
+#[test]
+fn a_bare_environment_finds_the_daemon_of_a_user_with_xdg_state_home_and_restarts_it_there() {
+    let desktop = Desktop::new();
+    let (xdg, state) = xdg_state(&desktop);
+    let _guard = AutostartGuard::for_state_dir(state.clone());
+    let _home_guard = AutostartGuard::for_state_dir(desktop.state_dir());
+    let a = desktop.sb.mkdir("work/a");
+    let shell = |args: &[&str]| {
+        output_within(
+            desktop
+                .bare(&bin("rootsctl"))
+                .env("XDG_STATE_HOME", &xdg)
+                .args(args),
+        )
+    };
+
+    assert_exit(
+        &shell(&["add", a.to_str().unwrap()]),
+        0,
+        "rootsctl add from the shell, which has XDG_STATE_HOME (starts rootsd)",
+    );
+    let first = rootsd_tests::daemon_pid(&state).expect("the shell's rootsd holds its state");
+
+    // What a host starts with only HOME and PATH reaches that daemon and no other.
+    let listed = desktop.rootsctl_bare(&["list", "--json"]);
+    assert_exit(&listed, 0, "rootsctl list with a bare environment");
+    let roots: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(roots["roots"].as_array().map(Vec::len), Some(1), "{roots}");
+    assert_eq!(desktop.status(false)["pid"], serde_json::json!(first));
+    let mut proxy = desktop.bare_proxy();
+    proxy.initialize();
+    proxy.wait_for_dirs(&[&a]);
+    assert_eq!(
+        rootsd_tests::daemon_pid(&desktop.state_dir()),
+        None,
+        "no second rootsd where HOME alone leads"
+    );
+    let host = doctor_check(&desktop.rootsctl_bare(&["doctor", "--json"]), "from a host");
+    assert_eq!(host["outcome"], "ok", "{host}");
+    drop(proxy);
+
+    // With that daemon stopped, a bare rootsctl starts the next one on the same store.
+    stop_daemon(&state);
+    let listed = desktop.rootsctl_bare(&["list", "--json"]);
+    assert_exit(
+        &listed,
+        0,
+        "rootsctl list with a bare environment, starting rootsd",
+    );
+    let roots: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(
+        roots["roots"].as_array().map(Vec::len),
+        Some(1),
+        "the autostarted rootsd serves the user's store, not a new empty one: {roots}"
+    );
+    assert!(rootsd_tests::daemon_pid(&state).is_some_and(|pid| pid != first));
+    assert!(
+        !desktop.state_dir().join("roots.journal").exists(),
+        "no store was made where HOME alone leads"
+    );
+}
+
+#[test]
+fn the_shared_service_named_in_the_configuration_file_is_used_and_never_replaced() {
+    let desktop = Desktop::new();
+    let _home_guard = AutostartGuard::for_state_dir(desktop.state_dir());
+    // The shared service, as its socket unit serves it, is played by a daemon of the sandbox.
+    let service = desktop.sb.start_daemon();
+    let socket = desktop.sb.socket.clone();
+    let a = desktop.sb.mkdir("work/a");
+    // The shell of the README's shared-service recipe before this file existed.
+    let shell = |args: &[&str]| {
+        output_within(
+            desktop
+                .bare(&bin("rootsctl"))
+                .env("ROOTSD_SOCKET", &socket)
+                .env("ROOTSD_NO_AUTOSTART", "1")
+                .args(args),
+        )
+    };
+    assert_exit(
+        &shell(&["add", a.to_str().unwrap()]),
+        0,
+        "rootsctl add from the shell",
+    );
+
+    let before = doctor_check(&shell(&["doctor", "--json"]), "from a host");
+    assert_eq!(before["outcome"], "fail", "{before}");
+    let fix = before["fix"].as_str().unwrap_or_default();
+    assert!(
+        fix.contains(&format!("socket = {}", socket.display()))
+            && fix.contains("autostart = no")
+            && fix.contains(".config/rootsd/rootsd.conf"),
+        "doctor says what to write where: {before}"
+    );
+
+    let config = desktop.home.join(".config/rootsd");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("rootsd.conf"),
+        format!(
+            "# the shared service\nsocket = {}\nautostart = no\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let after = doctor_check(&shell(&["doctor", "--json"]), "from a host");
+    assert_eq!(after["outcome"], "ok", "{after}");
+
+    let listed = desktop.rootsctl_bare(&["list", "--json"]);
+    assert_exit(&listed, 0, "rootsctl list with a bare environment");
+    let roots: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(roots["roots"].as_array().map(Vec::len), Some(1), "{roots}");
+    let mut proxy = desktop.bare_proxy();
+    proxy.initialize();
+    proxy.wait_for_dirs(&[&a]);
+    drop(proxy);
+
+    // With the service down, nothing starts a private daemon in its place.
+    drop(service);
+    rootsd_tests::eventually("the service to stop answering", PATIENCE, || {
+        if rootsd_tests::answers(&socket) {
+            Err("still answering")
+        } else {
+            Ok(())
+        }
+    });
+    let listed = desktop.rootsctl_bare(&["list"]);
+    assert_exit(&listed, 3, "rootsctl list with the service down");
+    let message = stderr_of(&listed);
+    assert!(
+        message.contains("autostart = no") && message.contains("rootsd.conf"),
+        "the refusal says which setting kept rootsctl from starting rootsd: {message}"
+    );
+    assert_eq!(rootsd_tests::daemon_pid(&desktop.state_dir()), None);
+    assert!(
+        !desktop.state_dir().exists(),
+        "no private state directory was made"
+    );
+    let host = doctor_check(&desktop.rootsctl_bare(&["doctor", "--json"]), "from a host");
+    assert_eq!(host["outcome"], "note", "{host}");
+    assert!(
+        host["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("autostart is off")),
+        "{host}"
+    );
+}
+
+#[test]
+fn a_configuration_file_that_does_not_parse_is_refused_naming_its_line() {
+    let desktop = Desktop::new();
+    let config = desktop.home.join(".config/rootsd");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("rootsd.conf"), "socket = /s.sock\nsockt = /t\n").unwrap();
+    let listed = desktop.rootsctl_bare(&["list"]);
+    assert_exit(&listed, 2, "rootsctl list with a broken configuration file");
+    let message = stderr_of(&listed);
+    assert!(
+        message.contains("rootsd.conf line 2") && message.contains("unknown setting \"sockt\""),
+        "{message}"
+    );
+    assert!(!desktop.state_dir().exists(), "nothing was started");
+}
