@@ -206,6 +206,21 @@ impl Sandbox {
         cmd
     }
 
+    /// A home whose user configuration file names this sandbox's socket with autostart off, as
+    /// a user of a daemon at a socket of their choosing writes it: what `rootsctl doctor`, which
+    /// asks what a host with only `HOME` would reach, needs to find a sandbox's setup healthy.
+    pub fn configured_home(&self) -> PathBuf {
+        let home = self.path().join("home");
+        let config = home.join(".config").join("rootsd");
+        std::fs::create_dir_all(&config).expect("create the configuration directory");
+        std::fs::write(
+            config.join("rootsd.conf"),
+            format!("socket = {}\nautostart = no\n", self.socket.display()),
+        )
+        .expect("write the user configuration file");
+        home
+    }
+
     /// Runs `rootsctl ARGS` to completion.
     pub fn ctl(&self, args: &[&str]) -> Output {
         self.rootsctl().args(args).output().expect("run rootsctl")

@@ -208,6 +208,7 @@ fn doctor(sb: &Sandbox, args: &[&str]) -> Output {
     cmd.arg("doctor")
         .args(args)
         .env("XDG_RUNTIME_DIR", sb.path().join("no-user-manager"))
+        .env("HOME", sb.configured_home())
         .env_remove("DBUS_SESSION_BUS_ADDRESS");
     output_within(&mut without_privilege(cmd))
 }

@@ -16,6 +16,7 @@ fn doctor_cmd(sb: &Sandbox, args: &[&str]) -> Command {
     cmd.arg("doctor")
         .args(args)
         .env("XDG_RUNTIME_DIR", sb.path().join("no-user-manager"))
+        .env("HOME", sb.configured_home())
         .env_remove("DBUS_SESSION_BUS_ADDRESS");
     cmd
 }
@@ -58,6 +59,7 @@ fn doctor_passes_against_a_healthy_daemon() {
     assert_eq!(report["ok"], json!(true), "{report}");
     assert_eq!(report["socket"], json!(sb.socket.to_str().unwrap()));
     for name in [
+        "from a host",
         "socket dir",
         "socket",
         "daemon",
