@@ -17,7 +17,11 @@ Environment:
   ROOTSD_BIN            the rootsd binary to autostart (default: next to rootsctl, else PATH)
   ROOTSD_STATE_DIR      state directory an autostarted rootsd uses
   ROOTSD_TIMEOUT        seconds to wait for rootsd to accept and to answer (same as --daemon-timeout)
-Set but empty, ROOTSD_SOCKET, ROOTSD_STATE_DIR and ROOTSD_BIN are refused: unset them instead.";
+Set but empty, ROOTSD_SOCKET, ROOTSD_STATE_DIR and ROOTSD_BIN are refused: unset them instead.
+
+Files:
+  ~/.config/rootsd/rootsd.conf   `socket = PATH` and `autostart = yes|no`, for every rootsctl of
+                                 yours, proxies started by hosts with a bare environment included";
 
 /// The exit statuses, from the one table that decides them, then the environment.
 fn after_help() -> String {
@@ -31,8 +35,9 @@ fn after_help() -> String {
 #[derive(Debug, Parser)]
 #[command(name = "rootsctl", version, after_help = after_help())]
 pub struct Cli {
-    /// Socket path [default: the running rootsd's (recorded in its state directory), else
-    /// $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else rootsd.sock in the state directory]
+    /// Socket path [default: the one ~/.config/rootsd/rootsd.conf names, else the running
+    /// rootsd's (recorded in its state directory), else $XDG_RUNTIME_DIR/rootsd/rootsd.sock, else
+    /// rootsd.sock in the state directory]
     // Parsed without clap's own check for an empty value, whose message would not say where the
     // empty value came from: `refuse_empty_settings` names the flag or the variable.
     #[arg(
