@@ -19,3 +19,5 @@ mod checks;
 mod deb;
 #[path = "packaging/install.rs"]
 mod install;
+#[path = "packaging/test_script.rs"]
+mod test_script;
