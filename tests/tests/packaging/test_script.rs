@@ -1,9 +1,10 @@
 //! `scripts/test`, the README's test command, run as a user who cannot pass it: it must say so
 //! at once, naming what needs root, instead of failing a dozen tests after minutes of building.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 
-use rootsd_tests::{output_within, setpriv};
+use rootsd_tests::{Sandbox, output_within, setpriv};
 
 use crate::support::repo;
 
@@ -13,12 +14,22 @@ fn scripts_test_run_as_another_user_than_root_stops_first_and_says_why() {
         rustix::process::geteuid().is_root(),
         "this test plays a user who is not root, which only root can do: run the suite as root (sudo scripts/test)"
     );
+    // A copy nobody can read wherever the checkout is (CI's may be under /root); the refusal
+    // must come before the script looks at anything beside itself.
+    let sb = Sandbox::new();
+    let scripts = sb.mkdir("scripts");
+    std::fs::copy(repo().join("scripts/test"), scripts.join("test")).expect("copy scripts/test");
+    for dir in [sb.path(), scripts.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            .expect("open the copy to nobody");
+    }
     // nobody: an account every Debian system has, with no rights to speak of.
     let mut cmd = Command::new(setpriv());
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg("bash")
-        .arg(repo().join("scripts/test"))
-        .env("HOME", "/nonexistent");
+        .arg(scripts.join("test"))
+        .env("HOME", "/nonexistent")
+        .current_dir("/");
     let output = output_within(&mut cmd);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let said = String::from_utf8_lossy(&output.stderr);
