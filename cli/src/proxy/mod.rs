@@ -16,6 +16,7 @@ pub mod link;
 pub mod relay;
 pub mod server;
 pub mod stdio;
+pub mod template;
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
