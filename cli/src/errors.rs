@@ -81,7 +81,7 @@ pub const EXIT_STATUSES: &[Documented] = &[
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Usage]),
-        meaning: "usage error",
+        meaning: "usage error, or the configuration file ~/.config/rootsd/rootsd.conf cannot be used (the message names the line)",
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Unreachable]),
