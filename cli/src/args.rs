@@ -424,4 +424,50 @@ mod tests {
             .is_ok()
         );
     }
+
+    /// The README's first screen is where a newcomer starts: it must come first, and every
+    /// rootsctl command it shows must be one this rootsctl takes.
+    #[test]
+    fn the_readme_quick_start_comes_first_and_its_commands_parse() {
+        use clap::Parser as _;
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("\n## Quick start\n")
+            .expect("README.md has a '## Quick start' section");
+        let first_section = readme.find("\n## ").unwrap();
+        assert_eq!(
+            start, first_section,
+            "the quick start is the README's first section"
+        );
+        assert!(
+            readme[..start].lines().count() < 40,
+            "the quick start begins on the first screen"
+        );
+        let section = &readme[start + 1..];
+        let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+        let mut shown = 0;
+        for line in section.lines() {
+            let Some(command) = line.strip_prefix("rootsctl ") else {
+                continue;
+            };
+            let command = command.split('#').next().unwrap_or_default();
+            let words = std::iter::once("rootsctl").chain(command.split_whitespace());
+            if let Err(err) = Cli::try_parse_from(words) {
+                panic!("README's quick start shows {line:?}, which rootsctl refuses: {err}");
+            }
+            shown += 1;
+        }
+        assert!(
+            shown >= 4,
+            "the quick start shows add, list, sessions and doctor"
+        );
+        for needed in [
+            "scripts/install",
+            "rootsctl add",
+            "\"command\"",
+            "rootsctl proxy --",
+        ] {
+            assert!(section.contains(needed), "the quick start shows {needed}");
+        }
+    }
 }
