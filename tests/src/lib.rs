@@ -206,9 +206,8 @@ impl Sandbox {
         cmd
     }
 
-    /// A home whose user configuration file names this sandbox's socket with autostart off, as
-    /// a user of a daemon at a socket of their choosing writes it: what `rootsctl doctor`, which
-    /// asks what a host with only `HOME` would reach, needs to find a sandbox's setup healthy.
+    /// A home whose configuration file names this sandbox's socket, autostart off: a setup
+    /// `rootsctl doctor` finds healthy, since a host with only this `HOME` reaches the socket.
     pub fn configured_home(&self) -> PathBuf {
         let home = self.path().join("home");
         let config = home.join(".config").join("rootsd");
