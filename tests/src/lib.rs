@@ -206,8 +206,7 @@ impl Sandbox {
         cmd
     }
 
-    /// A home whose configuration file names this sandbox's socket, autostart off: a setup
-    /// `rootsctl doctor` finds healthy, since a host with only this `HOME` reaches the socket.
+    /// A home whose configuration file names this socket, autostart off (doctor finds it sound).
     pub fn configured_home(&self) -> PathBuf {
         let home = self.path().join("home");
         let config = home.join(".config").join("rootsd");
