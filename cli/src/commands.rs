@@ -11,6 +11,7 @@ use rootsd_proto::wire::{
     RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
     WatchParams, WorkspaceParams,
 };
+use rootsd_proto::workspace::DEFAULT_WORKSPACE;
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
 
@@ -302,9 +303,16 @@ fn print_roots(
     long: bool,
 ) -> anyhow::Result<()> {
     if listing.roots.is_empty() {
+        // The hint is a command to copy: outside the default workspace it must name the
+        // workspace, or it would add the root to another one.
+        let workspace = if listing.workspace.as_str() == DEFAULT_WORKSPACE {
+            String::new()
+        } else {
+            format!("-w {} ", listing.workspace)
+        };
         writeln!(
             out,
-            "no roots in workspace {} (add one with `rootsctl add PATH`)",
+            "no roots in workspace {} (add one with `rootsctl add {workspace}PATH`)",
             listing.workspace
         )?;
         return Ok(());
