@@ -494,7 +494,7 @@ pub async fn watch(target: &Target, args: WatchArgs, out: &mut impl Write) -> an
     }
 }
 
-/// `revision 7  default  2 roots  +/new/dir  -/old/dir  ~/renamed (name)`
+/// `revision 7  default  2 roots  +/new/dir  renamed /dir (old → new)  -/old/dir`
 fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
     let mut parts = vec![
         format!("revision {}", after.revision),
@@ -507,7 +507,11 @@ fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
     for root in &after.roots {
         match before.iter().find(|b| b.uri == root.uri) {
             None => parts.push(format!("+{}", describe(root))),
-            Some(old) if old.name != root.name => parts.push(format!("~{}", describe(root))),
+            Some(old) if old.name != root.name => parts.push(output::renamed(
+                &display_path(root),
+                &display_name(old),
+                &display_name(root),
+            )),
             Some(_) => {}
         }
     }
