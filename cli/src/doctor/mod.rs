@@ -33,6 +33,7 @@ use crate::autostart::Target;
 use crate::errors::ProblemsFound;
 use crate::output::{escape_bytes, escape_controls};
 
+pub use daemon::OnDemand;
 pub use systemd::Systemd;
 
 /// What doctor found, as `--json` prints it.
@@ -91,7 +92,16 @@ pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow
     let env = Environment::capture(rustix::process::getuid().as_raw());
     let me = Me::current();
     let systemd = Systemd::ask().await;
-    let mut report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
+    let on_demand = OnDemand::of(target);
+    let mut report = diagnose(
+        &target.socket,
+        &env,
+        &me,
+        &systemd,
+        &target.client_name,
+        &on_demand,
+    )
+    .await;
     let which = locate::check(target, &env);
     report.ok &= which.outcome != Outcome::Fail;
     report.checks.insert(0, which);
@@ -139,9 +149,13 @@ pub async fn diagnose(
     me: &Me,
     systemd: &Systemd,
     client_name: &str,
+    on_demand: &OnDemand,
 ) -> Report {
-    let mut checks = vec![socket_dir::check(socket, me), socket::check(socket, me)];
-    let daemon = daemon::ask(socket, client_name).await;
+    let mut checks = vec![
+        socket_dir::check(socket, me),
+        socket::check(socket, me, on_demand),
+    ];
+    let daemon = daemon::ask(socket, client_name, on_demand).await;
     checks.push(daemon.check);
     let shared = fs::symlink_metadata(socket).is_ok_and(|m| m.uid() != me.uid);
     checks.push(state_dir::check(env, daemon.status.as_ref(), me, shared));
@@ -200,9 +214,6 @@ fn print_report(out: &mut impl Write, report: &Report) -> io::Result<()> {
         writeln!(out, "{failed} problem(s) found.")
     }
 }
-
-/// How to get a daemon listening, for the fix of every "not running" finding.
-const START_FIX: &str = "start it: any rootsctl command starts it on demand (try `rootsctl status`), or, with the systemd units installed, `systemctl --user enable --now rootsd.socket`";
 
 fn mode_of(meta: &fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o7777

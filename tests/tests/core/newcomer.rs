@@ -2,11 +2,12 @@
 //! and a README reference that agrees with `--help`.
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use rootsd_tests::{Sandbox, bin, output_within};
+use rootsd_tests::{Sandbox, bin, output_within, without_privilege};
 
-use crate::support::{assert_exit, ctl, stdout_of};
+use crate::support::{assert_exit, ctl, stderr_of, stdout_of};
 
 #[test]
 fn the_hint_for_an_empty_workspace_names_it_unless_it_is_the_default() {
@@ -137,4 +138,28 @@ fn the_readme_cli_reference_has_one_entry_per_command_true_to_its_help() {
             );
         }
     }
+}
+
+#[test]
+fn a_socket_directory_that_cannot_be_searched_is_named_with_its_fix() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let dir = sb.socket.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+
+    // Root searches any directory: rootsctl runs as a user whom the mode stops.
+    let mut list = sb.rootsctl();
+    list.arg("list");
+    let output = output_within(&mut without_privilege(list));
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_exit(&output, 3, "list with a 0000 socket directory");
+    assert_eq!(
+        stderr_of(&output),
+        format!(
+            "rootsctl: error: cannot connect to rootsd at {}: permission denied: you may not search the directory {} (mode 0000), so nothing inside it can be reached; fix: chmod 700 {}\n",
+            sb.socket.display(),
+            dir.display(),
+            dir.display()
+        )
+    );
 }
