@@ -120,8 +120,8 @@ pub enum Command {
     /// explain how to fix each problem
     ///
     /// Exits 0 when all is well and 1 when any check fails; notes (a root whose directory is
-    /// gone, say) do not fail. It only looks: it never starts rootsd, changes a permission, or
-    /// opens the database.
+    /// gone, or a rootsd not started yet that rootsctl will start on demand) do not fail. It only
+    /// looks: it never starts rootsd, changes a permission, or opens the database.
     Doctor(JsonArg),
     /// Print a shell completion script
     Completions {

@@ -22,6 +22,7 @@ use tokio_util::codec::{Framed, LinesCodec};
 // Defined with every other error rootsctl reports; named here too, where it is raised.
 pub use crate::errors::ClientError;
 use crate::errors::OtherProtocol;
+use crate::reach::Blocked;
 
 /// Refuses a daemon rootsctl must not talk to ([`modes::listener`]): the socket's listener must
 /// be this user, root, or a system service (another user's socket in a directory only root may
@@ -112,6 +113,14 @@ impl Client {
                 ClientError::NotRunning {
                     socket: socket.to_owned(),
                     hint: String::new(),
+                }
+            } else if let Some(blocked) = (error.kind() == io::ErrorKind::PermissionDenied)
+                .then(|| Blocked::find(socket))
+                .flatten()
+            {
+                ClientError::Blocked {
+                    socket: socket.to_owned(),
+                    blocked,
                 }
             } else {
                 ClientError::Connect {

@@ -11,6 +11,7 @@ use rootsd_proto::wire::{
     RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
     WatchParams, WorkspaceParams,
 };
+use rootsd_proto::workspace::DEFAULT_WORKSPACE;
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
 
@@ -302,9 +303,16 @@ fn print_roots(
     long: bool,
 ) -> anyhow::Result<()> {
     if listing.roots.is_empty() {
+        // The hint is a command to copy: outside the default workspace it must name the
+        // workspace, or it would add the root to another one.
+        let workspace = if listing.workspace.as_str() == DEFAULT_WORKSPACE {
+            String::new()
+        } else {
+            format!("-w {} ", listing.workspace)
+        };
         writeln!(
             out,
-            "no roots in workspace {} (add one with `rootsctl add PATH`)",
+            "no roots in workspace {} (add one with `rootsctl add {workspace}PATH`)",
             listing.workspace
         )?;
         return Ok(());
@@ -486,7 +494,7 @@ pub async fn watch(target: &Target, args: WatchArgs, out: &mut impl Write) -> an
     }
 }
 
-/// `revision 7  default  2 roots  +/new/dir  -/old/dir  ~/renamed (name)`
+/// `revision 7  default  2 roots  +/new/dir  renamed /dir (old → new)  -/old/dir`
 fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
     let mut parts = vec![
         format!("revision {}", after.revision),
@@ -499,7 +507,11 @@ fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
     for root in &after.roots {
         match before.iter().find(|b| b.uri == root.uri) {
             None => parts.push(format!("+{}", describe(root))),
-            Some(old) if old.name != root.name => parts.push(format!("~{}", describe(root))),
+            Some(old) if old.name != root.name => parts.push(output::renamed(
+                &display_path(root),
+                &display_name(old),
+                &display_name(root),
+            )),
             Some(_) => {}
         }
     }

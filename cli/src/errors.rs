@@ -171,6 +171,7 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             | ClientError::TimedOut { .. }
             | ClientError::NotAdmitted { .. }
             | ClientError::Connect { .. }
+            | ClientError::Blocked { .. }
             | ClientError::Lost { .. }
             | ClientError::Autostart(_) => Exit::Unreachable,
         }
@@ -296,6 +297,17 @@ pub enum ClientError {
     NotRunning { socket: PathBuf, hint: String },
     #[error("failed to connect to rootsd at {socket}: {error}")]
     Connect { socket: PathBuf, error: io::Error },
+    /// Permission bits keep this user from the socket: the message names the directory or the
+    /// socket that refuses, and the command that lets them in.
+    #[error(
+        "cannot connect to rootsd at {socket}: permission denied: {}; fix: {}",
+        .blocked.reason(),
+        .blocked.fix()
+    )]
+    Blocked {
+        socket: PathBuf,
+        blocked: crate::reach::Blocked,
+    },
     #[error("lost the connection to rootsd at {socket}: {reason}")]
     Lost { socket: PathBuf, reason: String },
     #[error("rootsd sent something rootsctl cannot read: {0}")]

@@ -11,6 +11,7 @@
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
 //! - [`presence`]: whether each root's directory is there (missing, not a directory, unreadable).
+//! - [`reach`]: which directory or socket mode keeps this user from the socket, and the fix.
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
 //! - [`errors`]: every error rootsctl reports, and the one map from an error to its documented
 //!   exit status.
@@ -29,4 +30,5 @@ pub mod log;
 pub mod output;
 pub mod presence;
 pub mod proxy;
+pub mod reach;
 pub mod resolve;

@@ -129,8 +129,9 @@ fn peer_of(peer: &wire::Peer) -> String {
     format!("{user}{process}")
 }
 
-/// What a change did, as `rootsctl watch` shows it: `+/new/dir  ~/dir (old → new)  -/old/dir`,
-/// then how many roots the entry does not list.
+/// What a change did, as `rootsctl log` shows it: `+/new/dir  renamed /dir (old → new)  -/old/dir`,
+/// then how many roots the entry does not list. A rename is spelled out: a `~` before a path
+/// would read as a home directory.
 pub fn change(entry: &LogEntry) -> String {
     let mut parts: Vec<String> = Vec::new();
     parts.extend(
@@ -148,11 +149,10 @@ pub fn change(entry: &LogEntry) -> String {
             n.as_deref()
                 .map_or_else(|| "-".to_owned(), |n| escape(n).into_owned())
         };
-        format!(
-            "~{} ({} → {})",
-            display_path(&root),
-            name(&renamed.previous_name),
-            name(&renamed.name)
+        output::renamed(
+            &display_path(&root),
+            &name(&renamed.previous_name),
+            &name(&renamed.name),
         )
     }));
     parts.extend(
@@ -165,7 +165,7 @@ pub fn change(entry: &LogEntry) -> String {
     let unlisted = omitted.added + omitted.renamed + omitted.removed;
     if unlisted > 0 {
         parts.push(format!(
-            "and {unlisted} more (+{} ~{} -{})",
+            "and {unlisted} more ({} added, {} renamed, {} removed)",
             omitted.added, omitted.renamed, omitted.removed
         ));
     }
@@ -256,7 +256,7 @@ mod tests {
         };
         assert_eq!(
             change(&entry),
-            "+/srv/new  +/srv/x\\ny  ~/srv/app (app → main app)  -/srv/old (legacy)"
+            "+/srv/new  +/srv/x\\ny  renamed /srv/app (app → main app)  -/srv/old (legacy)"
         );
         let huge = LogEntry {
             added: vec![],
@@ -269,6 +269,9 @@ mod tests {
             },
             ..entry
         };
-        assert_eq!(change(&huge), "-/a  and 40 more (+0 ~0 -40)");
+        assert_eq!(
+            change(&huge),
+            "-/a  and 40 more (0 added, 0 renamed, 40 removed)"
+        );
     }
 }

@@ -167,6 +167,12 @@ pub fn describe(root: &Root) -> String {
     }
 }
 
+/// A renamed root, as `log` and `watch` show it: `renamed /dir (old → new)`, with the path and
+/// both names already escaped. The word, not a sign: `~/dir` would read as a home directory.
+pub fn renamed(path: &str, old: &str, new: &str) -> String {
+    format!("renamed {path} ({old} → {new})")
+}
+
 /// A duration in seconds, the way `ps` and `systemctl` show one.
 pub fn duration(secs: u64) -> String {
     match secs {

@@ -98,12 +98,15 @@ pub enum SocketError {
     )]
     DirectoryOwner { path: PathBuf, owner: u32, me: u32 },
     #[error(
-        "the socket directory {path} (owner uid {owner}, mode {mode:04o}) can be written by other users, who could put their own socket in rootsd's place: rootsd will not listen there; pass a --socket in a directory only you can write to (rootsd creates a missing one, mode 0700), or remove group and other write access from it if it is yours (chmod go-w {path})"
+        "the socket directory {path} (owner uid {owner}, mode {mode:04o}) can be written by other users, who could put their own socket in rootsd's place: rootsd will not listen there; {fix}"
     )]
     DirectoryWritable {
         path: PathBuf,
         owner: u32,
         mode: u32,
+        /// What to do instead ([`crate::socket`] words it): never to open up a shared
+        /// directory such as `/tmp`.
+        fix: String,
     },
     #[error("failed to {action} {path}: {error}")]
     Io {

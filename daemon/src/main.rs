@@ -39,8 +39,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Reports a failed start once, on stderr (which the journal or rootsd.log keeps): a log line
+/// as well would only say it twice.
 fn fail(err: &anyhow::Error) -> std::process::ExitCode {
-    tracing::error!("{err:#}");
     eprintln!("rootsd: error: {err:#}");
     std::process::ExitCode::FAILURE
 }
@@ -64,6 +65,10 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         .map(|group| groups::resolve(group, std::path::Path::new(groups::GROUP_FILE)))
         .transpose()?;
 
+    // A socket rootsd must refuse is refused before the state directory is touched.
+    if inherited.is_none() && !args.recover {
+        socket::check_path(&socket_path)?;
+    }
     let mut lock = instance::acquire(&state_dir)?;
     if args.recover {
         let recovered = tokio::task::spawn_blocking(move || reconcile::recover(&state_dir))

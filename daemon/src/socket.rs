@@ -132,17 +132,7 @@ pub fn adopt(
 /// The caller must hold the state directory's instance lock: that is what makes removing a dead
 /// socket safe against another rootsd of the same state directory binding at the same moment.
 pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
-    use std::os::unix::ffi::OsStrExt;
-    let len = path.as_os_str().as_bytes().len();
-    if len > 107 {
-        return Err(SocketError::TooLong {
-            path: path.to_owned(),
-            len,
-        });
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        prepare_directory(dir)?;
-    }
+    check_path(path)?;
     if let Ok(meta) = fs::symlink_metadata(path) {
         reclaim_if_stale(path, state_dir, &meta)?;
     }
@@ -347,12 +337,48 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
             path: dir.to_owned(),
             owner: perms.uid,
             mode: perms.mode,
+            fix: writable_directory_fix(dir, perms, me),
         }),
         SocketDir::Foreign => Err(SocketError::DirectoryOwner {
             path: dir.to_owned(),
             owner: perms.uid,
             me,
         }),
+    }
+}
+
+/// What to do about a socket directory others may write to. A shared directory (sticky, as
+/// `/tmp` is) must stay open to everyone, so the answer is always a private directory of
+/// rootsd's own; only a directory of this user's that is not shared may be closed instead.
+fn writable_directory_fix(dir: &Path, perms: Perms, me: u32) -> String {
+    const PRIVATE: &str = "pass a --socket in a private directory rootsd makes for itself (a missing one is created, mode 0700): $XDG_RUNTIME_DIR/rootsd/rootsd.sock for your own rootsd, or /run/rootsd/rootsd.sock for a system service run as root";
+    let shared = perms.mode & 0o1000 != 0;
+    if perms.uid == me && !shared {
+        format!(
+            "{PRIVATE}; or, as the directory is yours and not shared, remove group and other write access from it (chmod go-w {})",
+            dir.display()
+        )
+    } else {
+        PRIVATE.to_owned()
+    }
+}
+
+/// Checks, before anything else is created, that rootsd may bind at `path`: its length, and its
+/// directory by [`modes::socket_dir`]'s rules (creating it, mode 0700, when it is missing). So a
+/// socket rootsd must refuse is refused before the state directory or the store is touched.
+/// [`bind`] checks the same again when it binds.
+pub fn check_path(path: &Path) -> Result<(), SocketError> {
+    use std::os::unix::ffi::OsStrExt;
+    let len = path.as_os_str().as_bytes().len();
+    if len > 107 {
+        return Err(SocketError::TooLong {
+            path: path.to_owned(),
+            len,
+        });
+    }
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => prepare_directory(dir),
+        None => Ok(()),
     }
 }
 

@@ -8,14 +8,13 @@ const APACHE: &str = include_str!("../../LICENSE-APACHE");
 
 pub fn text() -> String {
     let mut out = format!(
+        // No `Source:` (optional in DEP-5): rootsd has no public address to name.
         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\
          Upstream-Name: rootsd\n\
-         Source: {}\n\
          \n\
          Files: *\n\
          Copyright: {HOLDERS}\n\
-         License: MIT or Apache-2.0\n",
-        env!("CARGO_PKG_REPOSITORY"),
+         License: MIT or Apache-2.0\n"
     );
     for (name, text) in [("MIT", MIT), ("Apache-2.0", APACHE)] {
         out.push_str(&format!("\nLicense: {name}\n"));
@@ -41,6 +40,13 @@ fn indented(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_placeholder_address_is_given_as_the_source() {
+        let text = text();
+        assert!(!text.contains("Source:"), "{text}");
+        assert!(!text.contains(".invalid"), "{text}");
+    }
 
     #[test]
     fn the_holders_are_those_of_the_mit_licence() {

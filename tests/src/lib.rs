@@ -206,14 +206,14 @@ impl Sandbox {
         cmd
     }
 
-    /// A home whose configuration file names this socket, autostart off (doctor finds it sound).
+    /// A home whose configuration file names this socket, autostart on (doctor finds it sound).
     pub fn configured_home(&self) -> PathBuf {
         let home = self.path().join("home");
         let config = home.join(".config").join("rootsd");
         std::fs::create_dir_all(&config).expect("create the configuration directory");
         std::fs::write(
             config.join("rootsd.conf"),
-            format!("socket = {}\nautostart = no\n", self.socket.display()),
+            format!("socket = {}\nautostart = yes\n", self.socket.display()),
         )
         .expect("write the user configuration file");
         home

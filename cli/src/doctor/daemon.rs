@@ -1,16 +1,102 @@
 //! The daemon check: whether rootsd answers at the socket, and with which version. It is asked
-//! without ever being started.
+//! without ever being started. [`OnDemand`] says whether the next rootsctl command would start
+//! it, which decides whether a daemon that is not running is a problem.
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rootsd_proto::wire::{EmptyParams, Status, StatusResult};
 
-use super::{Check, Outcome, START_FIX};
+use super::{Check, Outcome};
+use crate::autostart::{self, Target};
 use crate::client::Client;
 use crate::errors::ClientError;
+
+/// What happens when a rootsctl command (a proxy a host starts included) finds no daemon.
+/// Starting on demand is the design, so a daemon that is not running yet is only a problem when
+/// nothing will start it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OnDemand {
+    /// Autostart is on and this rootsd binary would be started.
+    Starts(PathBuf),
+    /// Autostart is on, but the rootsd it would start is not found.
+    Missing(PathBuf),
+    /// `--no-autostart` or `ROOTSD_NO_AUTOSTART`.
+    Off,
+}
+
+impl OnDemand {
+    /// As `target` would connect: [`autostart::daemon_binary`], looked up on `PATH` when it is
+    /// a bare name, as spawning it would.
+    pub fn of(target: &Target) -> Self {
+        if !target.autostart {
+            return Self::Off;
+        }
+        let binary = autostart::daemon_binary();
+        match find_executable(&binary) {
+            Some(found) => Self::Starts(found),
+            None => Self::Missing(binary),
+        }
+    }
+
+    /// What happens now that no rootsd runs, for a check's summary.
+    pub fn what_happens(&self) -> String {
+        match self {
+            Self::Starts(binary) => format!(
+                "the first rootsctl command that needs it (a proxy a host starts included) starts {} on demand",
+                binary.display()
+            ),
+            Self::Missing(binary) => format!(
+                "rootsctl cannot start it on demand: {} is not found",
+                binary.display()
+            ),
+            Self::Off => {
+                "autostart is off (--no-autostart or ROOTSD_NO_AUTOSTART), so nothing starts it"
+                    .to_owned()
+            }
+        }
+    }
+
+    /// How bad a daemon that is not running is: a note when it will be started, else a failure.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Self::Starts(_) => Outcome::Note,
+            Self::Missing(_) | Self::Off => Outcome::Fail,
+        }
+    }
+
+    /// What to do about a daemon that is not running; nothing when it will be started.
+    pub fn fix(&self) -> Option<String> {
+        const UNITS: &str =
+            "with the systemd units installed, `systemctl --user enable --now rootsd.socket`";
+        match self {
+            Self::Starts(_) => None,
+            Self::Missing(_) => Some(format!(
+                "install rootsd next to rootsctl or on PATH, or set ROOTSD_BIN to it; or, {UNITS}"
+            )),
+            Self::Off => Some(format!(
+                "start it with `rootsd &`, or, {UNITS}; or let rootsctl start it (drop --no-autostart, unset ROOTSD_NO_AUTOSTART)"
+            )),
+        }
+    }
+}
+
+/// `binary` if it is an executable file; a bare name is looked for on `PATH`.
+fn find_executable(binary: &Path) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if binary.components().count() > 1 || binary.is_absolute() {
+        return executable(binary).then(|| binary.to_owned());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(binary))
+        .find(|candidate| executable(candidate))
+}
 
 /// How long a daemon may take to answer before doctor calls it stuck.
 pub(super) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -20,22 +106,34 @@ pub(super) struct DaemonFindings {
     pub status: Option<StatusResult>,
 }
 
-/// The check's name in the report.
-pub(super) const NAME: &str = "daemon";
-
 /// Connects without ever starting the daemon, and asks for its status.
-pub(super) async fn ask(socket: &Path, client_name: &str) -> DaemonFindings {
+pub(super) async fn ask(socket: &Path, client_name: &str, on_demand: &OnDemand) -> DaemonFindings {
+    const NAME: &str = "daemon";
     let s = socket.display();
     let failed = |check: Check| DaemonFindings {
         check,
         status: None,
     };
-    if fs::symlink_metadata(socket).is_err() {
-        return failed(Check::new(
-            NAME,
-            Outcome::Skip,
-            format!("not asked: nothing listens at {s} (see the socket check)"),
-        ));
+    match fs::symlink_metadata(socket) {
+        Ok(_) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return failed(Check::new(
+                NAME,
+                Outcome::Skip,
+                format!("not asked: nothing listens at {s} (see the socket check)"),
+            ));
+        }
+        // A directory that cannot be searched hides the socket: whether a rootsd listens there
+        // cannot be told, and it may well.
+        Err(err) => {
+            return failed(Check::new(
+                NAME,
+                Outcome::Skip,
+                format!(
+                    "not asked: {s} cannot be reached ({err}), so whether rootsd runs there cannot be told (see the socket dir check)"
+                ),
+            ));
+        }
     }
     let asked = tokio::time::timeout(ANSWER_TIMEOUT, async {
         let mut client = Client::connect(socket, client_name, ANSWER_TIMEOUT).await?;
@@ -58,7 +156,7 @@ pub(super) async fn ask(socket: &Path, client_name: &str) -> DaemonFindings {
                 .fix("restart it: `systemctl --user restart rootsd.service` under systemd, otherwise kill the pid named in rootsd.lock in its state directory and let rootsctl start a new one"),
             );
         }
-        Ok(Err(err)) => return failed(explain_client_error(socket, &err)),
+        Ok(Err(err)) => return failed(explain_client_error(socket, &err, on_demand)),
     };
     let ours = env!("CARGO_PKG_VERSION");
     let origin = if status.socket_activated {
@@ -89,20 +187,33 @@ pub(super) async fn ask(socket: &Path, client_name: &str) -> DaemonFindings {
     }
 }
 
-fn explain_client_error(socket: &Path, err: &ClientError) -> Check {
+fn explain_client_error(socket: &Path, err: &ClientError, on_demand: &OnDemand) -> Check {
     const NAME: &str = "daemon";
     let s = socket.display();
     match err {
-        ClientError::NotRunning { .. } => Check::new(
+        ClientError::NotRunning { .. } => {
+            let check = Check::new(
+                NAME,
+                on_demand.outcome(),
+                format!(
+                    "a socket file is at {s} but nothing listens on it: rootsd stopped without removing it (killed, or crashed); {}, and a rootsd started by rootsctl reclaims the stale file",
+                    on_demand.what_happens()
+                ),
+            );
+            match on_demand.fix() {
+                Some(fix) => check.fix(fix),
+                None => check,
+            }
+        }
+        ClientError::Blocked { blocked, .. } => Check::new(
             NAME,
             Outcome::Fail,
             format!(
-                "a socket file is at {s} but nothing listens on it: rootsd stopped without removing it (killed, or crashed)"
+                "you may not connect to {s}: {}; whether rootsd runs there cannot be told",
+                blocked.reason()
             ),
         )
-        .fix(format!(
-            "{START_FIX}; a rootsd started by rootsctl reclaims the stale file itself"
-        )),
+        .fix(blocked.fix()),
         ClientError::Untrusted { peer_uid, me, .. } => Check::new(
             NAME,
             Outcome::Fail,

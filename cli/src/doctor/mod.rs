@@ -33,6 +33,7 @@ use crate::autostart::Target;
 use crate::errors::ProblemsFound;
 use crate::output::{escape_bytes, escape_controls};
 
+pub use daemon::OnDemand;
 pub use systemd::Systemd;
 
 /// What doctor found, as `--json` prints it.
@@ -43,6 +44,9 @@ pub struct Report {
     /// The socket rootsctl uses.
     pub socket: PathBuf,
     pub checks: Vec<Check>,
+    /// A rootsd answered at the socket.
+    #[serde(skip)]
+    pub running: bool,
 }
 
 /// One check and its verdict.
@@ -91,13 +95,18 @@ pub async fn run(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow
     let env = Environment::capture(rustix::process::getuid().as_raw());
     let me = Me::current();
     let systemd = Systemd::ask().await;
-    let mut report = diagnose(&target.socket, &env, &me, &systemd, &target.client_name).await;
-    let running = report
-        .checks
-        .iter()
-        .any(|c| c.name == daemon::NAME && matches!(c.outcome, Outcome::Ok | Outcome::Note));
+    let on_demand = OnDemand::of(target);
+    let mut report = diagnose(
+        &target.socket,
+        &env,
+        &me,
+        &systemd,
+        &target.client_name,
+        &on_demand,
+    )
+    .await;
     let which = locate::check(target, &env);
-    let host = locate::host_check(target, &env, running);
+    let host = locate::host_check(target, &env, report.running);
     report.ok &= which.outcome != Outcome::Fail && host.outcome != Outcome::Fail;
     report.checks.splice(0..0, [which, host]);
     if args.json {
@@ -144,9 +153,13 @@ pub async fn diagnose(
     me: &Me,
     systemd: &Systemd,
     client_name: &str,
+    on_demand: &OnDemand,
 ) -> Report {
-    let mut checks = vec![socket_dir::check(socket, me), socket::check(socket, me)];
-    let daemon = daemon::ask(socket, client_name).await;
+    let mut checks = vec![
+        socket_dir::check(socket, me),
+        socket::check(socket, me, on_demand),
+    ];
+    let daemon = daemon::ask(socket, client_name, on_demand).await;
     checks.push(daemon.check);
     let shared = fs::symlink_metadata(socket).is_ok_and(|m| m.uid() != me.uid);
     checks.push(state_dir::check(env, daemon.status.as_ref(), me, shared));
@@ -158,6 +171,7 @@ pub async fn diagnose(
         ok: checks.iter().all(|c| c.outcome != Outcome::Fail),
         socket: socket.to_owned(),
         checks,
+        running: daemon.status.is_some(),
     }
 }
 
@@ -205,9 +219,6 @@ fn print_report(out: &mut impl Write, report: &Report) -> io::Result<()> {
         writeln!(out, "{failed} problem(s) found.")
     }
 }
-
-/// How to get a daemon listening, for the fix of every "not running" finding.
-const START_FIX: &str = "start it: any rootsctl command starts it on demand (try `rootsctl status`), or, with the systemd units installed, `systemctl --user enable --now rootsd.socket`";
 
 fn mode_of(meta: &fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o7777

@@ -7,21 +7,38 @@ use std::path::Path;
 
 use rootsd_proto::modes::{self, Perms, Socket};
 
-use super::{Check, Me, Outcome, START_FIX, perms_of};
+use super::daemon::OnDemand;
+use super::{Check, Me, Outcome, perms_of};
 
 /// The socket file itself: a socket, mode 0600, ours; or a shared daemon's socket we may open.
-pub(super) fn check(socket: &Path, me: &Me) -> Check {
+/// No socket at all is a failure only when nothing will start rootsd ([`OnDemand`]).
+pub(super) fn check(socket: &Path, me: &Me, on_demand: &OnDemand) -> Check {
     const NAME: &str = "socket";
     let s = socket.display();
     let meta = match fs::symlink_metadata(socket) {
         Ok(meta) => meta,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let check = Check::new(
+                NAME,
+                on_demand.outcome(),
+                format!(
+                    "there is no socket at {s}: rootsd is not running yet; {}",
+                    on_demand.what_happens()
+                ),
+            );
+            return match on_demand.fix() {
+                Some(fix) => check.fix(fix),
+                None => check,
+            };
+        }
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
             return Check::new(
                 NAME,
-                Outcome::Fail,
-                format!("there is no socket at {s}, so rootsd is not running there"),
-            )
-            .fix(START_FIX);
+                Outcome::Skip,
+                format!(
+                    "cannot look at {s} ({err}): a directory on its path keeps you out (see the socket dir check)"
+                ),
+            );
         }
         Err(err) => {
             return Check::new(NAME, Outcome::Fail, format!("cannot inspect {s}: {err}"))
@@ -136,23 +153,43 @@ mod tests {
     fn the_socket_must_be_a_socket_of_mode_0600() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("rootsd.sock");
-        let missing = super::check(&path, &me());
+        let missing = super::check(&path, &me(), &OnDemand::Off);
         assert_eq!(missing.outcome, Outcome::Fail);
         assert!(missing.summary.contains("no socket"), "{missing:?}");
+        let started = super::check(&path, &me(), &OnDemand::Starts("/usr/bin/rootsd".into()));
+        assert_eq!(started.outcome, Outcome::Note, "{started:?}");
+        assert!(
+            started.summary.contains("starts /usr/bin/rootsd on demand"),
+            "{started:?}"
+        );
+        assert_eq!(started.fix, None);
+        let missing_binary = super::check(&path, &me(), &OnDemand::Missing("rootsd".into()));
+        assert_eq!(missing_binary.outcome, Outcome::Fail, "{missing_binary:?}");
+        assert!(
+            missing_binary
+                .fix
+                .as_deref()
+                .unwrap()
+                .contains("ROOTSD_BIN"),
+            "{missing_binary:?}"
+        );
 
         fs::write(&path, "not a socket").unwrap();
-        let file = super::check(&path, &me());
+        let file = super::check(&path, &me(), &OnDemand::Off);
         assert_eq!(file.outcome, Outcome::Fail);
         assert!(file.summary.contains("not a socket"), "{file:?}");
         fs::remove_file(&path).unwrap();
 
         let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         chmod(&path, 0o666);
-        let open = super::check(&path, &me());
+        let open = super::check(&path, &me(), &OnDemand::Off);
         assert_eq!(open.outcome, Outcome::Fail, "{open:?}");
         assert_eq!(open.fix, Some(format!("chmod 600 {}", path.display())));
         chmod(&path, 0o600);
-        assert_eq!(super::check(&path, &me()).outcome, Outcome::Ok);
+        assert_eq!(
+            super::check(&path, &me(), &OnDemand::Off).outcome,
+            Outcome::Ok
+        );
     }
 
     #[test]

@@ -8,14 +8,33 @@ use std::path::Path;
 use rootsd_proto::modes::{self, SocketDir};
 
 use super::{Check, Me, Outcome, mode_of, perms_of};
+use crate::reach::Blocked;
 
 /// The directory holding the socket: rootsd makes it 0700, systemd's `DirectoryMode=0700` too.
+/// First of all, this user must be able to search it and every directory above it, or no
+/// connection reaches the socket, whoever listens there.
 pub(super) fn check(socket: &Path, me: &Me) -> Check {
     const NAME: &str = "socket dir";
     let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Check::new(NAME, Outcome::Ok, "the socket path has no directory part");
     };
     let d = dir.display();
+    if let Some(blocked) = Blocked::find(socket).filter(|b| !b.is_socket) {
+        return Check::new(
+            NAME,
+            Outcome::Fail,
+            format!(
+                "{}{} cannot be searched by you: rootsctl cannot reach the socket {} behind it, whether or not rootsd runs there",
+                blocked.path.display(),
+                blocked
+                    .mode
+                    .map(|m| format!(" (mode {m:04o})"))
+                    .unwrap_or_default(),
+                socket.display()
+            ),
+        )
+        .fix(blocked.fix());
+    }
     let meta = match fs::metadata(dir) {
         Ok(meta) => meta,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {

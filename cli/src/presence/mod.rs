@@ -181,7 +181,7 @@ pub fn look(path: &Path) -> Observation {
 
 /// `access` with the effective ids (`AT_EACCESS`): a process running as root without the
 /// capabilities that override permission bits is refused, as it would be when opening.
-fn allowed(path: &Path, access: rustix::fs::Access) -> io::Result<()> {
+pub(crate) fn allowed(path: &Path, access: rustix::fs::Access) -> io::Result<()> {
     use rustix::fs::{AtFlags, CWD};
     match rustix::fs::accessat(CWD, path, access, AtFlags::EACCESS) {
         // `access` refuses with EACCES, never EPERM; EPERM is a container's syscall filter that

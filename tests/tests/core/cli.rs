@@ -303,9 +303,17 @@ fn watch_prints_a_readable_line_per_change() {
     assert!(line.contains("revision 1"), "{line}");
     assert!(line.contains("default"), "{line}");
     assert!(line.contains(&format!("+{}", dir.display())), "{line}");
+    // A rename is spelled out: `~/tmp/…` would read as a directory in someone's home.
+    sb.ctl_ok(&["add", "seen", "--name", "main app"]);
+    let line = next_line(&lines, "the rename");
+    assert!(
+        line.ends_with(&format!("  renamed {} (seen → main app)", dir.display())),
+        "{line}"
+    );
+    assert!(!line.contains('~'), "{line}");
     sb.ctl_ok(&["remove", "seen"]);
     let line = next_line(&lines, "the removal");
-    assert!(line.contains("revision 2"), "{line}");
+    assert!(line.contains("revision 3"), "{line}");
     assert!(line.contains(&format!("-{}", dir.display())), "{line}");
 }
 

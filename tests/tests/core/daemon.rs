@@ -434,3 +434,65 @@ fn a_start_that_fails_after_binding_removes_its_socket_so_the_next_start_succeed
     let daemon = sb.start_daemon();
     assert_eq!(status(&sb)["pid"], json!(daemon.pid()));
 }
+
+#[test]
+fn refusing_a_shared_socket_directory_says_so_once_advises_a_private_one_and_creates_no_store() {
+    let sb = Sandbox::new();
+    // `/tmp` itself: root's (or, for a user, another user's), sticky and open to everyone, as a
+    // newcomer's `rootsd --socket /tmp/rootsd.sock` meets it.
+    let socket = std::path::Path::new("/tmp").join(format!(
+        "{}.sock",
+        sb.path().file_name().unwrap().to_str().unwrap()
+    ));
+    let mut cmd = Command::new(bin("rootsd"));
+    cmd.arg("--socket")
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(&sb.state)
+        .env("RUST_LOG", "info")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("NOTIFY_SOCKET");
+    let output = output_within(&mut cmd);
+    assert_exit(&output, 1, "rootsd with its socket in /tmp");
+    let err = stderr_of(&output);
+    assert_eq!(
+        err.matches("can be written by other users").count(),
+        1,
+        "the error is said once: {err}"
+    );
+    assert!(
+        err.starts_with("rootsd: error: the socket directory /tmp "),
+        "{err}"
+    );
+    assert!(
+        !err.contains("chmod"),
+        "no advice to open or close /tmp: {err}"
+    );
+    for advice in [
+        "--socket",
+        "$XDG_RUNTIME_DIR/rootsd/rootsd.sock",
+        "/run/rootsd/rootsd.sock",
+    ] {
+        assert!(err.contains(advice), "advises {advice}: {err}");
+    }
+    assert!(
+        !sb.state.exists(),
+        "rootsd created its state directory before refusing the socket"
+    );
+    assert!(!socket.exists(), "rootsd bound {} anyway", socket.display());
+
+    // A directory of one's own that is not shared may be closed instead.
+    let sb = Sandbox::new();
+    let own = sb.socket.parent().unwrap();
+    std::fs::create_dir(own).unwrap();
+    std::fs::set_permissions(own, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let output = output_within(&mut sb.rootsd());
+    assert_exit(&output, 1, "rootsd with its socket in a 0770 directory");
+    let err = stderr_of(&output);
+    assert!(
+        err.contains(&format!("(chmod go-w {})", own.display())),
+        "{err}"
+    );
+    assert!(!sb.state.exists(), "{err}");
+}

@@ -81,7 +81,12 @@ fn log_lists_every_change_newest_first_naming_the_user_and_the_rootsctl_process_
     let expected = [
         ("4", "default", fourth, format!("-{}", path(&b))),
         ("3", "work", third, format!("+{}", path(&c))),
-        ("2", "default", second, format!("~{} (a → alpha)", path(&a))),
+        (
+            "2",
+            "default",
+            second,
+            format!("renamed {} (a → alpha)", path(&a)),
+        ),
         (
             "1",
             "default",

@@ -121,6 +121,33 @@ fn the_package_holds_exactly_its_files_and_scripts_that_enable_nothing_and_remov
             env!("CARGO_PKG_VERSION")
         )
     );
+    // No placeholder addresses: rootsd has none, so the package names its maintainers without
+    // one and has no Homepage.
+    let fields = run_ok(
+        Command::new(&dpkg_deb)
+            .arg("--field")
+            .arg(&deb)
+            .args(["Maintainer", "Homepage"]),
+        "dpkg-deb --field Maintainer Homepage",
+    );
+    assert_eq!(text(&fields.stdout), "Maintainer: The rootsd developers\n");
+    let contents = out.path().join("contents");
+    run_ok(
+        Command::new(&dpkg_deb).arg("-x").arg(&deb).arg(&contents),
+        "dpkg-deb -x",
+    );
+    // Every text the package ships (the binaries' strings are their help, which the man pages
+    // carry).
+    for path in expected_files()
+        .into_iter()
+        .filter(|p| !p.starts_with("usr/bin/"))
+    {
+        let bytes = fs::read(contents.join(&path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(
+            !bytes.windows(8).any(|w| w == b".invalid"),
+            "{path} ships a placeholder address (.invalid)"
+        );
+    }
 
     let control = out.path().join("control");
     run_ok(

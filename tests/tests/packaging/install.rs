@@ -1,7 +1,8 @@
-//! scripts/install: `--system --prefix` stages exactly the expected files, which pass every check
-//! of `checks.rs`, and `--uninstall` leaves the prefix as it was; `--user` puts everything where a
-//! user's systemd, man and shells look, and its uninstall keeps the user's roots; files it did
-//! not install are never replaced without `--force`.
+//! scripts/install: `--system --destdir` stages exactly the expected files, which pass every
+//! check of `checks.rs`, and `--uninstall` leaves the staging directory as it was; `--prefix`
+//! says where the files will live (`/usr` with a `--destdir`, for packagers); `--user` puts
+//! everything where a user's systemd, man and shells look, and its uninstall keeps the user's
+//! roots; files it did not install are never replaced without `--force`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -55,20 +56,20 @@ fn man_pages(man_dir: &str) -> Vec<String> {
 }
 
 #[test]
-fn install_system_stages_exactly_its_files_under_a_prefix_and_uninstall_restores_the_prefix() {
+fn install_system_stages_exactly_its_files_under_a_destdir_and_uninstall_restores_it() {
     let sb = Sandbox::new();
-    let prefix = sb.mkdir("stage");
+    let stage = sb.mkdir("stage");
     // What was there before must stay: a neighbour in the same directories.
-    fs::create_dir_all(prefix.join("usr/local/bin")).unwrap();
-    fs::write(prefix.join("usr/local/bin/other-tool"), "#!/bin/sh\n").unwrap();
-    fs::create_dir_all(prefix.join("etc/fish")).unwrap();
-    fs::write(prefix.join("etc/fish/config.fish"), "# mine\n").unwrap();
-    let before = snapshot(&prefix);
-    let prefix_arg = prefix.to_str().unwrap();
+    fs::create_dir_all(stage.join("usr/local/bin")).unwrap();
+    fs::write(stage.join("usr/local/bin/other-tool"), "#!/bin/sh\n").unwrap();
+    fs::create_dir_all(stage.join("etc/fish")).unwrap();
+    fs::write(stage.join("etc/fish/config.fish"), "# mine\n").unwrap();
+    let before = snapshot(&stage);
+    let stage_arg = stage.to_str().unwrap();
 
     let output = run_ok(
-        &mut install(&["--system", "--prefix", prefix_arg]),
-        "scripts/install --system --prefix",
+        &mut install(&["--system", "--destdir", stage_arg]),
+        "scripts/install --system --destdir",
     );
     assert!(
         text(&output.stdout).contains("install-manifest"),
@@ -92,11 +93,11 @@ fn install_system_stages_exactly_its_files_under_a_prefix_and_uninstall_restores
     .into();
     expected.extend(man_pages("/usr/local/share/man"));
     expected.sort();
-    let manifest = prefix.join("usr/local/share/rootsd/install-manifest");
+    let manifest = stage.join("usr/local/share/rootsd/install-manifest");
     assert_eq!(manifest_files(&manifest), expected, "the manifest");
 
-    // Exactly those files (and the manifest) are new in the prefix.
-    let after = snapshot(&prefix);
+    // Exactly those files (and the manifest) are new in the staging directory.
+    let after = snapshot(&stage);
     let mut new_files: Vec<String> = after
         .iter()
         .filter(|(path, entry)| !matches!(entry, Entry::Dir) && !before.contains_key(*path))
@@ -106,14 +107,17 @@ fn install_system_stages_exactly_its_files_under_a_prefix_and_uninstall_restores
     let mut with_manifest = expected.clone();
     with_manifest.push("/usr/local/share/rootsd/install-manifest".into());
     with_manifest.sort();
-    assert_eq!(new_files, with_manifest, "the files new in the prefix");
     assert_eq!(
-        fs::read(prefix.join("usr/local/lib/sysusers.d/rootsd.conf")).unwrap(),
+        new_files, with_manifest,
+        "the files new in the staging directory"
+    );
+    assert_eq!(
+        fs::read(stage.join("usr/local/lib/sysusers.d/rootsd.conf")).unwrap(),
         fs::read(crate::support::repo().join("systemd/system/rootsd.sysusers.conf")).unwrap()
     );
 
     Installed {
-        root: prefix.clone(),
+        root: stage.clone(),
         bin_dir: "/usr/local/bin".into(),
         user_units: "/usr/local/lib/systemd/user".into(),
         system_units: Some("/usr/local/lib/systemd/system".into()),
@@ -124,22 +128,22 @@ fn install_system_stages_exactly_its_files_under_a_prefix_and_uninstall_restores
         fish_dir: "/etc/fish/completions".into(),
         exec_start: "/usr/local/bin/rootsd".into(),
         home: None,
-        manpath: Some(prefix.join("usr/local/share/man")),
+        manpath: Some(stage.join("usr/local/share/man")),
     }
     .check_all();
 
     // Installing again replaces its own files without --force.
     run_ok(
-        &mut install(&["--system", "--prefix", prefix_arg]),
+        &mut install(&["--system", "--destdir", stage_arg]),
         "scripts/install again",
     );
     assert_eq!(manifest_files(&manifest), expected);
 
     run_ok(
-        &mut uninstall(&["--system", "--prefix", prefix_arg]),
+        &mut uninstall(&["--system", "--destdir", stage_arg]),
         "scripts/install --uninstall",
     );
-    assert_same_tree(&before, &snapshot(&prefix), "the prefix");
+    assert_same_tree(&before, &snapshot(&stage), "the staging directory");
 }
 
 /// The paths of `tree` outside `excluded`.
@@ -278,21 +282,21 @@ fn install_refuses_to_replace_files_it_did_not_install_and_then_changes_nothing(
 #[test]
 fn an_install_that_stops_part_way_is_listed_and_undone_by_uninstall() {
     let sb = Sandbox::new();
-    let prefix = sb.mkdir("stage");
+    let stage = sb.mkdir("stage");
     // A file where zsh's completion directory should go stops the install half-way through.
-    fs::create_dir_all(prefix.join("usr/local/share")).unwrap();
-    fs::write(prefix.join("usr/local/share/zsh"), "in the way\n").unwrap();
-    let before = snapshot(&prefix);
-    let prefix_arg = prefix.to_str().unwrap();
+    fs::create_dir_all(stage.join("usr/local/share")).unwrap();
+    fs::write(stage.join("usr/local/share/zsh"), "in the way\n").unwrap();
+    let before = snapshot(&stage);
+    let stage_arg = stage.to_str().unwrap();
 
     let output = run_within(
-        &mut install(&["--system", "--prefix", prefix_arg]),
+        &mut install(&["--system", "--destdir", stage_arg]),
         std::time::Duration::from_secs(600),
     );
     let said = text(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(said.contains("stopped part-way"), "{said}");
-    let manifest = prefix.join("usr/local/share/rootsd/install-manifest");
+    let manifest = stage.join("usr/local/share/rootsd/install-manifest");
     let listed = manifest_files(&manifest);
     assert!(
         listed.contains(&"/usr/local/bin/rootsd".to_owned()),
@@ -300,8 +304,97 @@ fn an_install_that_stops_part_way_is_listed_and_undone_by_uninstall() {
     );
 
     run_ok(
-        &mut uninstall(&["--system", "--prefix", prefix_arg]),
+        &mut uninstall(&["--system", "--destdir", stage_arg]),
         "scripts/install --uninstall after a failed install",
     );
-    assert_same_tree(&before, &snapshot(&prefix), "the prefix");
+    assert_same_tree(&before, &snapshot(&stage), "the staging directory");
+}
+
+#[test]
+fn install_prefix_is_where_the_files_live_and_destdir_where_they_are_staged() {
+    let sb = Sandbox::new();
+    let stage = sb.mkdir("stage");
+    let before = snapshot(&stage);
+    let stage_arg = stage.to_str().unwrap();
+    let options = ["--system", "--prefix", "/usr", "--destdir", stage_arg];
+
+    let output = run_ok(
+        &mut install(&options),
+        "scripts/install --system --prefix /usr --destdir",
+    );
+    let said = text(&output.stdout);
+    assert!(
+        said.contains(&format!(
+            "scripts/install --system --prefix /usr --destdir {stage_arg} --uninstall"
+        )),
+        "it says how to undo it: {said}"
+    );
+    let mut expected: Vec<String> = [
+        "/usr/bin/rootsd",
+        "/usr/bin/rootsctl",
+        "/usr/lib/systemd/user/rootsd.socket",
+        "/usr/lib/systemd/user/rootsd.service",
+        "/usr/lib/systemd/system/rootsd.socket",
+        "/usr/lib/systemd/system/rootsd.service",
+        "/usr/lib/sysusers.d/rootsd.conf",
+        "/usr/share/bash-completion/completions/rootsctl",
+        "/usr/share/zsh/site-functions/_rootsctl",
+        "/usr/share/fish/vendor_completions.d/rootsctl.fish",
+    ]
+    .map(str::to_owned)
+    .into();
+    expected.extend(man_pages("/usr/share/man"));
+    expected.sort();
+    let manifest = stage.join("usr/share/rootsd/install-manifest");
+    assert_eq!(manifest_files(&manifest), expected, "the manifest");
+    assert!(
+        !stage.join("usr/local").exists(),
+        "--prefix /usr put files under /usr/local"
+    );
+
+    Installed {
+        root: stage.clone(),
+        bin_dir: "/usr/bin".into(),
+        user_units: "/usr/lib/systemd/user".into(),
+        system_units: Some("/usr/lib/systemd/system".into()),
+        man_dir: "/usr/share/man".into(),
+        man_suffix: "",
+        bash_file: "/usr/share/bash-completion/completions/rootsctl".into(),
+        zsh_dir: "/usr/share/zsh/site-functions".into(),
+        fish_dir: "/usr/share/fish/vendor_completions.d".into(),
+        exec_start: "/usr/bin/rootsd".into(),
+        home: None,
+        manpath: Some(stage.join("usr/share/man")),
+    }
+    .check_all();
+
+    // Uninstalling needs the same --prefix: without it, it looks for /usr/local's manifest.
+    let output = run_within(
+        &mut uninstall(&["--system", "--destdir", stage_arg]),
+        rootsd_tests::PATIENCE,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("--prefix and --destdir"),
+        "{}",
+        text(&output.stderr)
+    );
+    run_ok(
+        &mut uninstall(&options),
+        "scripts/install --prefix /usr --destdir --uninstall",
+    );
+    assert_same_tree(&before, &snapshot(&stage), "the staging directory");
+
+    // A relative --prefix is refused, pointing at --destdir for staging.
+    let output = run_within(
+        &mut install(&["--system", "--prefix", "stage"]),
+        rootsd_tests::PATIENCE,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("not an absolute path")
+            && text(&output.stderr).contains("--destdir"),
+        "{}",
+        text(&output.stderr)
+    );
 }

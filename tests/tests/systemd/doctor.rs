@@ -3,7 +3,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
-use rootsd_tests::{Sandbox, output_within};
+use rootsd_tests::{Sandbox, output_within, without_privilege};
 use serde_json::{Value, json};
 
 use crate::support::{assert_exit, text};
@@ -127,20 +127,89 @@ fn doctor_reports_a_socket_directory_open_to_others_with_the_chmod_fix() {
 }
 
 #[test]
-fn doctor_reports_a_missing_daemon_and_does_not_start_it() {
+fn doctor_notes_a_daemon_that_rootsctl_will_start_on_demand_and_starts_nothing() {
     let sb = Sandbox::new();
-    // Autostart is on, as it is for a user: doctor must still not start anything.
+    // A fresh machine: autostart on, rootsd findable (ROOTSD_BIN), nothing started yet.
     let output = output_within(doctor_cmd(&sb, &[]).env_remove("ROOTSD_NO_AUTOSTART"));
-    assert_exit(&output, 1, "doctor without a daemon");
+    assert_exit(&output, 0, "doctor before rootsd's first start");
     let said = text(&output.stdout);
-    assert!(said.contains("FAIL  socket"), "{said}");
-    assert!(said.contains("rootsd is not running"), "{said}");
-    assert!(said.contains("fix: start it"), "{said}");
+    assert!(said.contains("note  socket"), "{said}");
+    assert!(said.contains("rootsd is not running yet"), "{said}");
+    let rootsd = rootsd_tests::bin("rootsd");
+    assert!(
+        said.contains(&format!("starts {} on demand", rootsd.display())),
+        "{said}"
+    );
     assert!(said.contains("skip  daemon"), "{said}");
+    assert!(!said.contains("FAIL"), "{said}");
+    assert!(said.contains("No problems found."), "{said}");
     assert!(
         !sb.socket.exists() && !sb.state.exists(),
         "doctor started a daemon"
     );
+}
+
+#[test]
+fn doctor_fails_a_missing_daemon_that_nothing_will_start() {
+    let sb = Sandbox::new();
+    // The sandbox's rootsctl has autostart off.
+    let output = doctor(&sb, &[]);
+    assert_exit(&output, 1, "doctor without a daemon, autostart off");
+    let said = text(&output.stdout);
+    assert!(said.contains("FAIL  socket"), "{said}");
+    assert!(said.contains("autostart is off"), "{said}");
+    assert!(said.contains("fix: start it with `rootsd &`"), "{said}");
+
+    let missing = sb.path().join("no-such-rootsd");
+    let output = output_within(
+        doctor_cmd(&sb, &[])
+            .env_remove("ROOTSD_NO_AUTOSTART")
+            .env("ROOTSD_BIN", &missing),
+    );
+    assert_exit(&output, 1, "doctor without a daemon or a rootsd to start");
+    let said = text(&output.stdout);
+    assert!(said.contains("FAIL  socket"), "{said}");
+    assert!(
+        said.contains(&format!("{} is not found", missing.display())),
+        "{said}"
+    );
+    assert!(said.contains("set ROOTSD_BIN"), "{said}");
+    assert!(!sb.state.exists(), "doctor started a daemon");
+}
+
+#[test]
+fn doctor_says_a_socket_directory_that_cannot_be_searched_hides_a_running_daemon() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let dir = sb.socket.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+
+    // Root searches any directory: doctor runs as a user whom the mode stops.
+    let output = output_within(&mut without_privilege(doctor_cmd(&sb, &[])));
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_exit(&output, 1, "doctor with a 0000 socket directory");
+    let said = text(&output.stdout);
+    assert!(said.contains("FAIL  socket dir"), "{said}");
+    assert!(
+        said.contains(&format!("{} (mode 0000) cannot be searched", dir.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("fix: chmod 700 {}", dir.display())),
+        "{said}"
+    );
+    for wrong in [
+        "yours and private",
+        "nothing listens",
+        "rootsd is not running",
+    ] {
+        assert!(!said.contains(wrong), "doctor says {wrong:?}: {said}");
+    }
+    assert!(
+        said.contains("whether rootsd runs there cannot be told"),
+        "{said}"
+    );
+    assert!(text(&output.stderr).contains("doctor found 1 problem(s)"));
 }
 
 #[test]
