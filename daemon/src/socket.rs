@@ -132,7 +132,7 @@ pub fn adopt(
 /// The caller must hold the state directory's instance lock: that is what makes removing a dead
 /// socket safe against another rootsd of the same state directory binding at the same moment.
 pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
-    check_path(path)?;
+    check(path, true)?;
     if let Ok(meta) = fs::symlink_metadata(path) {
         reclaim_if_stale(path, state_dir, &meta)?;
     }
@@ -294,8 +294,9 @@ impl Drop for SocketCloser {
 
 /// Creates the socket's directory, or checks an existing one by [`modes::socket_dir`]'s rules:
 /// one that others may write to, or that belongs to another user, is refused; ours open to
-/// others earns a warning.
-fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
+/// others earns a warning (`warn`: [`bind`] gives it, [`check_path`] before it does not, so
+/// that a start says it once).
+fn prepare_directory(dir: &Path, warn: bool) -> Result<(), SocketError> {
     let me = rustix::process::geteuid().as_raw();
     let meta = match fs::metadata(dir) {
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
@@ -325,6 +326,7 @@ fn prepare_directory(dir: &Path) -> Result<(), SocketError> {
     };
     match modes::socket_dir(perms, me) {
         SocketDir::Private | SocketDir::System => Ok(()),
+        SocketDir::OpenToOthers if !warn => Ok(()),
         SocketDir::OpenToOthers => {
             tracing::warn!(
                 dir = %dir.display(),
@@ -368,6 +370,10 @@ fn writable_directory_fix(dir: &Path, perms: Perms, me: u32) -> String {
 /// socket rootsd must refuse is refused before the state directory or the store is touched.
 /// [`bind`] checks the same again when it binds.
 pub fn check_path(path: &Path) -> Result<(), SocketError> {
+    check(path, false)
+}
+
+fn check(path: &Path, warn: bool) -> Result<(), SocketError> {
     use std::os::unix::ffi::OsStrExt;
     let len = path.as_os_str().as_bytes().len();
     if len > 107 {
@@ -377,7 +383,7 @@ pub fn check_path(path: &Path) -> Result<(), SocketError> {
         });
     }
     match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => prepare_directory(dir),
+        Some(dir) => prepare_directory(dir, warn),
         None => Ok(()),
     }
 }

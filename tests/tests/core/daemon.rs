@@ -496,3 +496,22 @@ fn refusing_a_shared_socket_directory_says_so_once_advises_a_private_one_and_cre
     );
     assert!(!sb.state.exists(), "{err}");
 }
+
+#[test]
+fn a_socket_directory_open_to_others_is_warned_about_once() {
+    let sb = Sandbox::new();
+    let dir = sb.socket.parent().unwrap();
+    std::fs::create_dir(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut daemon = sb.start_daemon();
+    daemon.signal(Signal::TERM);
+    let status = daemon.wait();
+    let err = daemon.stderr();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(
+        err.matches("the socket directory is open to other users")
+            .count(),
+        1,
+        "{err}"
+    );
+}
