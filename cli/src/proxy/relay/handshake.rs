@@ -26,11 +26,21 @@ struct Waiting {
     deadline: Instant,
 }
 
+/// The session's era, version and `listChanged` promise, as negotiated before an `initialize`.
+struct Spoken {
+    era: Era,
+    protocol_version: Option<String>,
+    list_changed: bool,
+}
+
 /// The handshake era's state.
 #[derive(Default)]
 pub(super) struct Handshake {
     /// The key of the id of the host's `initialize`, until the server answers it.
     initialize_id: Option<Vec<u8>>,
+    /// What the session spoke before that `initialize`, restored if the server refuses it: a
+    /// refused `initialize` negotiates nothing, so a session that spoke 2026-07-28 still does.
+    before_initialize: Option<Spoken>,
     /// The server accepted an `initialize`: the session's era is the handshake's, whatever
     /// shape later requests have.
     negotiated: bool,
@@ -50,6 +60,15 @@ impl Handshake {
 
     /// The host's `initialize`: declare roots to the server, as the session was configured.
     pub(super) fn initialize(&mut self, shared: &mut Shared, msg: &Msg<'_>, id: &[u8]) -> Fate {
+        if self.initialize_id.is_none() {
+            // A second `initialize` before the first is answered keeps what was spoken before
+            // the first.
+            self.before_initialize = Some(Spoken {
+                era: shared.state.era,
+                protocol_version: shared.state.protocol_version.clone(),
+                list_changed: shared.state.list_changed,
+            });
+        }
         shared.state.era = Era::Handshake;
         shared.state.list_changed = shared.config.list_changed;
         if let Some(version) = msg.string_at(&["params", "protocolVersion"]) {
@@ -92,11 +111,16 @@ impl Handshake {
             return false;
         }
         self.initialize_id = None;
+        let before = self.before_initialize.take();
         if !msg.is_success() {
-            // The server refused: nothing was negotiated (a host may try again, or another era).
-            if !self.negotiated {
-                shared.state.era = Era::Unknown;
-                shared.state.list_changed = false;
+            // The server refused: nothing was negotiated (a host may try again, or another era),
+            // so the session speaks what it spoke before, a 2026-07-28 session included.
+            if !self.negotiated
+                && let Some(before) = before
+            {
+                shared.state.era = before.era;
+                shared.state.protocol_version = before.protocol_version;
+                shared.state.list_changed = before.list_changed;
             }
             return true;
         }

@@ -126,7 +126,8 @@ fn render(output: &Output) -> String {
     match output {
         Output::ToServer(line) => format!("  to server: {}", String::from_utf8_lossy(line)),
         Output::ToHost(line) => format!("  to host: {}", String::from_utf8_lossy(line)),
-        Output::State(state) => format!("  state: {}", summary(state)),
+        // Trimmed like the expected text, so that a state back at its defaults reads `state:`.
+        Output::State(state) => format!("  state: {}", summary(state)).trim_end().to_owned(),
         Output::Fetched => "  fetched again".to_owned(),
         Output::Publish(publication) => format!(
             "  publish #{}: {}",
@@ -478,7 +479,7 @@ fn a_failed_initialize_negotiates_nothing() {
           state: list_changed era=handshake version=1999-01-01
         from server: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
           to host: {"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"Unsupported protocol version"}}
-          state: version=1999-01-01
+          state:
         "#,
     );
 }
