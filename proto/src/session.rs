@@ -40,7 +40,9 @@ pub enum FetchBehaviour {
     /// Not seen yet: the server has not been notified of a change since it first fetched.
     #[default]
     Unknown,
-    /// It fetched soon after a `list_changed`, as the reference filesystem server does.
+    /// It fetched soon after a `list_changed` with no request of the host's in flight, as the
+    /// reference filesystem server does. A fetch inside a host request proves nothing either
+    /// way (a server that fetches on use does that too), so it never changes the classification.
     AfterNotification,
     /// It let a `list_changed` go unanswered: it asks for roots only when it needs them (inside
     /// a tool call, as fastmcp and the Python SDK's `Context` do), and sees a change then.

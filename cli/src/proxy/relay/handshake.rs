@@ -49,7 +49,8 @@ pub(super) struct Handshake {
     /// late cancellation of one is dropped rather than shown to a host that never saw it.
     answered: VecDeque<Vec<u8>>,
     /// Until when the server may fetch after the last `list_changed` and count as reacting to
-    /// notifications.
+    /// notifications (if no host request is in flight then); past it unanswered, the server is
+    /// judged to fetch on use.
     notify_deadline: Option<Instant>,
 }
 
@@ -251,9 +252,13 @@ impl Handshake {
         shared.state.notification_outstanding = false;
         // It holds the newest list now, whatever it was owed.
         shared.state.owes_notification = false;
-        if self.notify_deadline.take().is_some() {
-            // A fetch within the window after a notification shows that the server keeps its
-            // list up to date by itself.
+        if self.notify_deadline.take().is_some() && shared.in_flight.is_empty() {
+            // A fetch within the window after a notification, with no request of the host's
+            // before the server, can only answer the notification: the server keeps its list
+            // up to date by itself. A fetch while a host request is in flight proves nothing
+            // either way (a server that fetches on use fetches inside a tool call too, and one
+            // may land just after a notification), so the session keeps what it was judged to
+            // be; timing alone never changes its classification.
             shared.state.fetch_behaviour = FetchBehaviour::AfterNotification;
         }
     }
