@@ -16,10 +16,10 @@ use serde_json::json;
 
 use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs, refuse_blank_arguments};
 use crate::autostart::Target;
-use crate::errors::{UsageError, WaitTimeout};
+use crate::errors::{ResolveError, UsageError, WaitTimeout};
 use crate::output::{self, describe, display_name, display_path, escape, table};
 use crate::presence::{self, Gone, Presence};
-use crate::resolve::{remove_target, resolve_root};
+use crate::resolve::{gone_uri, remove_target, resolve_root};
 
 pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
     refuse_blank_arguments("PATH|URI", &args.paths)?;
@@ -38,15 +38,55 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
     let cwd = current_dir()?;
     // Without --name the daemon names a new root after its directory and leaves an existing
     // root's name alone: only an explicit --name renames.
-    let mut roots = Vec::with_capacity(args.paths.len());
-    for input in &args.paths {
-        let resolved = resolve_root(input, &cwd, args.allow_missing)?;
-        roots.push(Root {
-            uri: resolved.uri,
-            name: args.name.clone(),
-        });
+    let mut uris = Vec::with_capacity(args.paths.len());
+    let mut gone = Vec::new();
+    for (index, input) in args.paths.iter().enumerate() {
+        match resolve_root(input, &cwd, args.allow_missing) {
+            Ok(resolved) => uris.push(Some(resolved.uri)),
+            Err(
+                err @ (ResolveError::Missing { .. }
+                | ResolveError::NotDirectory { .. }
+                | ResolveError::Io { .. }),
+            ) => {
+                uris.push(None);
+                gone.push((index, err));
+            }
+            Err(other) => return Err(other.into()),
+        }
     }
     let mut client = target.connect().await?;
+    if !gone.is_empty() {
+        // A path whose directory is gone may be a root already (`list` marks it): it is renamed,
+        // or found unchanged, whatever its directory, since the daemon never looks at one. Only
+        // a path that is not a root yet must exist to be added.
+        let listing = client
+            .call::<ListRoots>(&WorkspaceParams {
+                workspace: args.workspace.workspace.clone(),
+            })
+            .await?;
+        for (index, err) in gone {
+            let input = &args.paths[index];
+            match gone_uri(input, &cwd) {
+                Some(uri) if listing.roots.iter().any(|r| r.root.uri == uri) => {
+                    uris[index] = Some(uri);
+                }
+                _ => match err {
+                    ResolveError::Missing { input } => bail!(ResolveError::NewMissing {
+                        input,
+                        workspace: args.workspace.workspace.clone(),
+                    }),
+                    other => bail!(other),
+                },
+            }
+        }
+    }
+    let roots = uris
+        .into_iter()
+        .map(|uri| Root {
+            uri: uri.expect("every path resolved or refused"),
+            name: args.name.clone(),
+        })
+        .collect();
     let result = client
         .call::<AddRoots>(&AddParams {
             workspace: args.workspace.workspace,
