@@ -610,7 +610,11 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
-            s.workspace.to_string(),
+            if s.workspace_missing {
+                format!("{} (no such workspace)", s.workspace)
+            } else {
+                s.workspace.to_string()
+            },
             match (s.era, s.list_changed) {
                 // 2026-07-28 has no notifications at all.
                 (Era::Stateless, _) => "n/a",
@@ -639,7 +643,19 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             s.host_roots.summary(),
         ]);
     }
-    Ok(table(out, &rows)?)
+    table(out, &rows)?;
+    let missing: std::collections::BTreeSet<&WorkspaceName> = result
+        .sessions
+        .iter()
+        .filter(|s| s.workspace_missing)
+        .map(|s| &s.workspace)
+        .collect();
+    for workspace in missing {
+        eprintln!(
+            "rootsctl: note: workspace {workspace} does not exist, so its sessions' servers are given no roots: create it with `rootsctl add -w {workspace} PATH`, or restart them with a --workspace that exists"
+        );
+    }
+    Ok(())
 }
 
 fn print_change(out: &mut impl Write, result: &ChangeResult, json: bool) -> anyhow::Result<()> {

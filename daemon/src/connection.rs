@@ -310,6 +310,7 @@ impl<'a> ConnectionState<'a> {
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
                     session_id: session.id,
+                    unknown_workspace: self.registry.unknown_workspace(&snapshot.workspace),
                     snapshot,
                 };
                 self.session = Some(session);

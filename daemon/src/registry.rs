@@ -406,11 +406,37 @@ impl Registry {
     }
 
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .iter()
-            .map(|(id, s)| session_info(*id, s))
-            .collect()
+        let mut listed: Vec<SessionInfo> = {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            sessions
+                .iter()
+                .map(|(id, s)| session_info(*id, s))
+                .collect()
+        };
+        let model = self.committed.read().expect("committed");
+        for info in &mut listed {
+            info.workspace_missing = !model.workspaces.contains_key(&info.workspace);
+        }
+        listed
+    }
+
+    /// The workspaces that exist, for a session of `workspace`, if that one does not: the
+    /// session's proxy warns that its server gets no roots.
+    pub fn unknown_workspace(&self, workspace: &WorkspaceName) -> Option<wire::UnknownWorkspace> {
+        let model = self.committed.read().expect("committed");
+        if model.workspaces.contains_key(workspace) {
+            return None;
+        }
+        let names = model.workspaces.keys();
+        let total = names.len();
+        let existing: Vec<WorkspaceName> = names
+            .take(wire::UnknownWorkspace::MAX_LISTED)
+            .cloned()
+            .collect();
+        Some(wire::UnknownWorkspace {
+            more: total - existing.len(),
+            existing,
+        })
     }
 
     pub fn session_count(&self) -> usize {
@@ -569,6 +595,8 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         label: s.label.clone(),
         pid: s.pid,
         workspace: s.workspace.clone(),
+        // Filled in by whoever lists sessions, from the committed state.
+        workspace_missing: false,
         list_changed: s.state.list_changed,
         era: s.state.era,
         server: s.state.server.clone(),

@@ -483,6 +483,29 @@ pub struct RegisterParams {
 pub struct RegisterResult {
     pub session_id: u64,
     pub snapshot: RootsSnapshot,
+    /// Present when the session's workspace does not exist (it never had a root): most likely
+    /// a misspelt `--workspace`, and the server gets no roots until it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_workspace: Option<UnknownWorkspace>,
+}
+
+/// The workspaces that do exist, for a session registered for one that does not.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnknownWorkspace {
+    /// The first [`UnknownWorkspace::MAX_LISTED`] existing workspaces, by name.
+    pub existing: Vec<WorkspaceName>,
+    /// How many more exist beyond those listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+impl UnknownWorkspace {
+    /// How many existing workspaces a registration's answer names at most.
+    pub const MAX_LISTED: usize = 16;
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `session.publish`: the host's roots, all of them, replacing what the session published before.
@@ -514,6 +537,10 @@ pub struct SessionInfo {
     pub label: String,
     pub pid: u32,
     pub workspace: WorkspaceName,
+    /// The workspace does not exist (it never had a root), so the server is given no roots:
+    /// most likely a misspelt `rootsctl proxy --workspace`. Absent when it exists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workspace_missing: bool,
     pub list_changed: bool,
     pub era: Era,
     #[serde(default, skip_serializing_if = "Option::is_none")]
