@@ -7,9 +7,9 @@ use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
-    ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
-    RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
-    WatchParams, WorkspaceParams,
+    ListWorkspaces, ListedRoot, PreviousSession, RemoveParams, RemoveRoots, RootOrigin,
+    RootsChanged, RootsListing, RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions,
+    WaitParams, Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
@@ -157,22 +157,68 @@ async fn wait_for_sessions(
             describe_sessions(&result.on_use)
         )
     };
-    if result.lagging.is_empty() {
+    // After a restart rootsd expects its previous run's sessions back for a few seconds, and
+    // says which did not come back, or that it cannot know.
+    let mut previous = String::new();
+    if !result.not_reconnected.is_empty() {
+        previous.push_str(&format!(
+            "; {} session(s) of the previous run did not reconnect after rootsd restarted: {}",
+            result.not_reconnected.len(),
+            describe_previous(&result.not_reconnected)
+        ));
+    }
+    if result.previous_unknown {
+        previous.push_str(
+            "; rootsd started moments ago and could not read its record of the previous run's sessions, so it cannot know whether more are still reconnecting",
+        );
+    }
+    if result.lagging.is_empty() && result.reconnecting.is_empty() {
         eprintln!(
-            "{} of {waited} notified session(s) fetched revision {}{on_use}",
+            "{} of {waited} notified session(s) fetched revision {}{on_use}{previous}",
             result.caught_up.len(),
             change.revision
         );
         return Ok(());
     }
     out.flush()?;
+    let mut missing = Vec::new();
+    if !result.lagging.is_empty() {
+        missing.push(format!(
+            "{} of {waited} notified session(s) of workspace {} had not fetched revision {} after {timeout_secs}s: {}",
+            result.lagging.len(),
+            change.workspace,
+            change.revision,
+            describe_sessions(&result.lagging)
+        ));
+    }
+    if !result.reconnecting.is_empty() {
+        missing.push(format!(
+            "{} session(s) of workspace {} from before rootsd restarted had not reconnected after {timeout_secs}s: {}",
+            result.reconnecting.len(),
+            change.workspace,
+            describe_previous(&result.reconnecting)
+        ));
+    }
     bail!(WaitTimeout(format!(
-        "{} of {waited} notified session(s) of workspace {} had not fetched revision {} after {timeout_secs}s: {}{on_use}",
-        result.lagging.len(),
-        change.workspace,
-        change.revision,
-        describe_sessions(&result.lagging)
+        "{}{on_use}{previous}",
+        missing.join("; ")
     )))
+}
+
+/// `label (pid 123), …`
+fn describe_previous(sessions: &[PreviousSession]) -> String {
+    sessions
+        .iter()
+        .map(|s| {
+            let label = if s.label.is_empty() {
+                "-".into()
+            } else {
+                escape(&s.label)
+            };
+            format!("{label} (pid {})", s.pid)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `session 3 (label, pid 123), …`

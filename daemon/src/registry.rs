@@ -28,6 +28,7 @@ use crate::history;
 use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
+use crate::reconnect::{self, Expected, RecordedSession};
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -38,8 +39,13 @@ pub struct Registry {
     publisher: Arc<Publisher>,
     sessions: Mutex<BTreeMap<u64, SessionRecord>>,
     next_session_id: AtomicU64,
-    /// Woken whenever a session reports a new state or goes away, for `wait`.
+    /// Woken whenever a session registers, reports a new state or goes away, for `wait`.
     progress: Notify,
+    /// Bumped whenever a session registers or goes away, for the record of live sessions
+    /// ([`crate::reconnect::keep`]).
+    session_table: watch::Sender<u64>,
+    /// The previous run's sessions expected back after a start ([`crate::reconnect`]).
+    expected: Mutex<Expected>,
     clients: AtomicUsize,
     started: Instant,
 }
@@ -81,6 +87,8 @@ impl Publisher {
 
 /// What the daemon keeps per session: deliberately small, as it may hold thousands.
 struct SessionRecord {
+    /// The proxy's own id across reconnections; empty if it sent none.
+    instance: String,
     label: String,
     pid: u32,
     workspace: WorkspaceName,
@@ -137,9 +145,79 @@ impl Registry {
             sessions: Mutex::new(BTreeMap::new()),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
+            session_table: watch::channel(0).0,
+            expected: Mutex::new(Expected::nobody()),
             clients: AtomicUsize::new(0),
             started: Instant::now(),
         })
+    }
+
+    /// Expects back the sessions of the previous run that `loaded` names ([`crate::reconnect`]),
+    /// for the reconnection window from the daemon's start.
+    pub fn expect_previous(&self, loaded: reconnect::Loaded) {
+        if let reconnect::Loaded::Unreadable(why) = &loaded {
+            tracing::warn!(
+                "cannot read the record of the previous run's sessions ({why}); `wait` says it cannot know which sessions are reconnecting for {}s",
+                crate::limits::RECONNECT_WINDOW.as_secs()
+            );
+        }
+        let expected = Expected::from_record(loaded, self.started, reconnect::runs);
+        let count = expected.still_expected(Instant::now()).count();
+        if count > 0 {
+            tracing::info!(
+                sessions = count,
+                "expecting the previous run's live sessions back for {}s",
+                crate::limits::RECONNECT_WINDOW.as_secs()
+            );
+        }
+        *self.expected.lock().expect("expected lock") = expected;
+    }
+
+    /// When the reconnection window closes.
+    pub fn expected_until(&self) -> Instant {
+        self.expected.lock().expect("expected lock").until()
+    }
+
+    /// Where `workspace`'s sessions of the previous run stand now.
+    pub fn returning(&self, workspace: &WorkspaceName) -> reconnect::Returning {
+        self.expected
+            .lock()
+            .expect("expected lock")
+            .of(workspace, Instant::now())
+    }
+
+    /// Resolves, through [`watch::Receiver::changed`], each time a session registers or goes
+    /// away.
+    pub fn subscribe_session_table(&self) -> watch::Receiver<u64> {
+        self.session_table.subscribe()
+    }
+
+    /// What the record of live sessions holds now: every live session that has an instance id,
+    /// and, while the reconnection window is open, the previous run's sessions not back yet (a
+    /// restart within the window must expect them too).
+    pub fn session_record(&self) -> Vec<RecordedSession> {
+        let mut record: Vec<RecordedSession> = {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            sessions
+                .values()
+                .filter(|s| !s.instance.is_empty())
+                .map(|s| RecordedSession {
+                    instance: s.instance.clone(),
+                    workspace: s.workspace.clone(),
+                    label: crate::history::bounded_text(&s.label),
+                    pid: s.pid,
+                    kernel_pid: s.peer.pid,
+                })
+                .collect()
+        };
+        let expected = self.expected.lock().expect("expected lock");
+        record.extend(expected.still_expected(Instant::now()).cloned());
+        record
+    }
+
+    fn session_table_changed(&self) {
+        self.session_table
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
     /// How the store is doing.
@@ -382,7 +460,14 @@ impl Registry {
             sender.subscribe()
         };
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        if !params.instance.is_empty() {
+            self.expected
+                .lock()
+                .expect("expected lock")
+                .returned(&params.instance);
+        }
         let record = SessionRecord {
+            instance: params.instance,
             label: params.label,
             pid: params.pid,
             workspace: params.workspace,
@@ -398,6 +483,9 @@ impl Registry {
             .expect("sessions lock")
             .insert(id, record);
         self.counts_changed();
+        self.session_table_changed();
+        // A session of the previous run coming back may be what a `wait` waits for.
+        self.progress.notify_waiters();
         Session {
             registry: self,
             id,
@@ -558,6 +646,7 @@ impl Drop for Session<'_> {
         }
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
+        self.registry.session_table_changed();
     }
 }
 

@@ -477,6 +477,12 @@ pub struct RegisterParams {
     /// The session as the proxy knows it so far; after a daemon restart, everything it learnt.
     #[serde(default)]
     pub state: SessionState,
+    /// The proxy's own id, the same at every registration of one proxy (at start and after each
+    /// reconnection) and different for every proxy: how a restarted daemon recognises the
+    /// sessions of its previous run coming back. Empty from proxies that have none; those are not
+    /// expected back.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -588,6 +594,27 @@ pub struct WaitResult {
     /// at their next request, and are not waited for.
     #[serde(default)]
     pub on_use: Vec<SessionInfo>,
+    /// Sessions of the workspace that the daemon's previous run had, still expected back when
+    /// the timeout passed (the daemon started moments ago and they are reconnecting); empty on
+    /// success.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reconnecting: Vec<PreviousSession>,
+    /// Sessions of the workspace that the daemon's previous run had and that did not come back
+    /// within the reconnection window after its start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reconnected: Vec<PreviousSession>,
+    /// The daemon started moments ago and could not read its record of the previous run's
+    /// sessions, so it cannot know whether sessions are still reconnecting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub previous_unknown: bool,
+}
+
+/// A session of the daemon's previous run, expected back after a restart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousSession {
+    pub label: String,
+    pub pid: u32,
+    pub workspace: WorkspaceName,
 }
 
 #[cfg(test)]

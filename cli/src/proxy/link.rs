@@ -28,6 +28,22 @@ use crate::output::escape_controls;
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
 
+/// This proxy's own id, which it presents at every registration so that a restarted daemon
+/// recognises its session coming back (`session.register`'s `instance`): the kernel's random
+/// UUID, or, where `/proc` does not give one, the pid and the time it started, which no other
+/// proxy shares either.
+pub fn instance_id() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/random/uuid") {
+        Ok(uuid) if !uuid.trim().is_empty() => uuid.trim().to_owned(),
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{}-{nanos:x}", std::process::id())
+        }
+    }
+}
+
 /// The proxy's end of the link.
 pub struct Link {
     /// The session's state, for the daemon. Dropping it ends the link.
