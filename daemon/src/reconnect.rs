@@ -157,7 +157,10 @@ impl Expected {
     pub fn from_record(loaded: Loaded, started: Instant, runs: impl Fn(u32) -> bool) -> Self {
         let until = started + RECONNECT_WINDOW;
         match loaded {
-            Loaded::Absent => Self::nobody(),
+            Loaded::Absent => Self {
+                until: started,
+                ..Self::nobody()
+            },
             Loaded::Unreadable(_) => Self {
                 until,
                 awaited: HashMap::new(),
