@@ -7,16 +7,15 @@ use anyhow::{Context as _, bail};
 use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
-    ListWorkspaces, ListedRoot, PreviousSession, RemoveParams, RemoveRoots, RootOrigin,
-    RootsChanged, RootsListing, RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions,
-    WaitParams, Watch, WatchParams, WorkspaceParams,
+    ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
+    RootsSnapshot, Status, StoreState, Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::json;
 
 use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs, refuse_blank_arguments};
 use crate::autostart::Target;
-use crate::errors::{ResolveError, UsageError, WaitTimeout};
+use crate::errors::{ResolveError, UsageError};
 use crate::output::{self, describe, display_name, display_path, escape, table};
 use crate::presence::{self, Gone, Presence};
 use crate::resolve::{gone_uri, remove_target, resolve_root};
@@ -95,7 +94,7 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
         .await?;
     print_change(out, &result, args.json.json)?;
     if args.wait.wait {
-        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+        crate::wait::wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
     }
     Ok(())
 }
@@ -123,118 +122,9 @@ pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> 
     }
     print_change(out, &result, args.json.json)?;
     if args.wait.wait {
-        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+        crate::wait::wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
     }
     Ok(())
-}
-
-/// `--wait`: MCP's list_changed has no acknowledgement, so rootsd gives one: it reports when
-/// every notified session has fetched the list of this change.
-async fn wait_for_sessions(
-    client: &mut crate::client::Client,
-    change: &ChangeResult,
-    timeout_secs: f64,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    let timeout_ms = (timeout_secs.max(0.0) * 1000.0) as u64;
-    let result = client
-        .call::<WaitForSessions>(&WaitParams {
-            workspace: change.workspace.clone(),
-            revision: change.revision,
-            timeout_ms,
-        })
-        .await?;
-    // What rootsd observes is that a server was *given* the list: MCP has no acknowledgement of
-    // a server having applied it, and servers apply a fetched list on their own schedule (the
-    // reference filesystem server a few milliseconds later).
-    let waited = result.caught_up.len() + result.lagging.len();
-    let on_use = if result.on_use.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; {} session(s) fetch roots only when they need them and get it at their next request, not waited for: {}",
-            result.on_use.len(),
-            describe_sessions(&result.on_use)
-        )
-    };
-    // After a restart rootsd expects its previous run's sessions back for a few seconds, and
-    // says which did not come back, or that it cannot know.
-    let mut previous = String::new();
-    if !result.not_reconnected.is_empty() {
-        previous.push_str(&format!(
-            "; {} session(s) of the previous run did not reconnect after rootsd restarted: {}",
-            result.not_reconnected.len(),
-            describe_previous(&result.not_reconnected)
-        ));
-    }
-    if result.previous_unknown {
-        previous.push_str(
-            "; rootsd started moments ago and could not read its record of the previous run's sessions, so it cannot know whether more are still reconnecting",
-        );
-    }
-    if result.lagging.is_empty() && result.reconnecting.is_empty() {
-        eprintln!(
-            "{} of {waited} notified session(s) fetched revision {}{on_use}{previous}",
-            result.caught_up.len(),
-            change.revision
-        );
-        return Ok(());
-    }
-    out.flush()?;
-    let mut missing = Vec::new();
-    if !result.lagging.is_empty() {
-        missing.push(format!(
-            "{} of {waited} notified session(s) of workspace {} had not fetched revision {} after {timeout_secs}s: {}",
-            result.lagging.len(),
-            change.workspace,
-            change.revision,
-            describe_sessions(&result.lagging)
-        ));
-    }
-    if !result.reconnecting.is_empty() {
-        missing.push(format!(
-            "{} session(s) of workspace {} from before rootsd restarted had not reconnected after {timeout_secs}s: {}",
-            result.reconnecting.len(),
-            change.workspace,
-            describe_previous(&result.reconnecting)
-        ));
-    }
-    bail!(WaitTimeout(format!(
-        "{}{on_use}{previous}",
-        missing.join("; ")
-    )))
-}
-
-/// `label (pid 123), …`
-fn describe_previous(sessions: &[PreviousSession]) -> String {
-    sessions
-        .iter()
-        .map(|s| {
-            let label = if s.label.is_empty() {
-                "-".into()
-            } else {
-                escape(&s.label)
-            };
-            format!("{label} (pid {})", s.pid)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// `session 3 (label, pid 123), …`
-fn describe_sessions(sessions: &[SessionInfo]) -> String {
-    sessions
-        .iter()
-        .map(|s| {
-            let label = if s.label.is_empty() {
-                "-".into()
-            } else {
-                escape(&s.label)
-            };
-            format!("session {} ({label}, pid {})", s.id, s.pid)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {

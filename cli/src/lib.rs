@@ -5,6 +5,7 @@
 //! - [`autostart`]: finding the socket and starting rootsd when it is not running.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
+//! - [`wait`]: what `add|remove --wait` says about the sessions it waited for.
 //! - [`log`]: `rootsctl log`, the history of changes, page by page.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
@@ -27,3 +28,4 @@ pub mod output;
 pub mod presence;
 pub mod proxy;
 pub mod resolve;
+pub mod wait;

@@ -28,7 +28,7 @@ use crate::history;
 use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
-use crate::reconnect::{self, Expected, RecordedSession};
+use crate::reconnect::Expected;
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -150,74 +150,6 @@ impl Registry {
             clients: AtomicUsize::new(0),
             started: Instant::now(),
         })
-    }
-
-    /// Expects back the sessions of the previous run that `loaded` names ([`crate::reconnect`]),
-    /// for the reconnection window from the daemon's start.
-    pub fn expect_previous(&self, loaded: reconnect::Loaded) {
-        if let reconnect::Loaded::Unreadable(why) = &loaded {
-            tracing::warn!(
-                "cannot read the record of the previous run's sessions ({why}); `wait` says it cannot know which sessions are reconnecting for {}s",
-                crate::limits::RECONNECT_WINDOW.as_secs()
-            );
-        }
-        let expected = Expected::from_record(loaded, self.started, reconnect::runs);
-        let count = expected.still_expected(Instant::now()).count();
-        if count > 0 {
-            tracing::info!(
-                sessions = count,
-                "expecting the previous run's live sessions back for {}s",
-                crate::limits::RECONNECT_WINDOW.as_secs()
-            );
-        }
-        *self.expected.lock().expect("expected lock") = expected;
-    }
-
-    /// When the reconnection window closes.
-    pub fn expected_until(&self) -> Instant {
-        self.expected.lock().expect("expected lock").until()
-    }
-
-    /// Where `workspace`'s sessions of the previous run stand now.
-    pub fn returning(&self, workspace: &WorkspaceName) -> reconnect::Returning {
-        self.expected
-            .lock()
-            .expect("expected lock")
-            .of(workspace, Instant::now())
-    }
-
-    /// Resolves, through [`watch::Receiver::changed`], each time a session registers or goes
-    /// away.
-    pub fn subscribe_session_table(&self) -> watch::Receiver<u64> {
-        self.session_table.subscribe()
-    }
-
-    /// What the record of live sessions holds now: every live session that has an instance id,
-    /// and, while the reconnection window is open, the previous run's sessions not back yet (a
-    /// restart within the window must expect them too).
-    pub fn session_record(&self) -> Vec<RecordedSession> {
-        let mut record: Vec<RecordedSession> = {
-            let sessions = self.sessions.lock().expect("sessions lock");
-            sessions
-                .values()
-                .filter(|s| !s.instance.is_empty())
-                .map(|s| RecordedSession {
-                    instance: s.instance.clone(),
-                    workspace: s.workspace.clone(),
-                    label: crate::history::bounded_text(&s.label),
-                    pid: s.pid,
-                    kernel_pid: s.peer.pid,
-                })
-                .collect()
-        };
-        let expected = self.expected.lock().expect("expected lock");
-        record.extend(expected.still_expected(Instant::now()).cloned());
-        record
-    }
-
-    fn session_table_changed(&self) {
-        self.session_table
-            .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
     /// How the store is doing.
@@ -704,6 +636,8 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
 mod plan;
 #[path = "registry_publish.rs"]
 mod publish;
+#[path = "registry_reconnect.rs"]
+mod reconnecting;
 #[cfg(test)]
 #[path = "registry_tests/mod.rs"]
 mod tests;

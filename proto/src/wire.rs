@@ -15,7 +15,9 @@ pub use crate::history::{LogEntry, LogParams, LogResult, Omitted, Peer, Renamed,
 pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
-pub use crate::session::{Era, FetchBehaviour, ServerInfo, SessionState};
+pub use crate::session::{
+    Era, FetchBehaviour, PreviousSession, ServerInfo, SessionState, UnknownWorkspace,
+};
 use crate::workspace::WorkspaceName;
 
 /// Version of this control protocol. A client and daemon with different versions refuse each
@@ -495,25 +497,6 @@ pub struct RegisterResult {
     pub unknown_workspace: Option<UnknownWorkspace>,
 }
 
-/// The workspaces that do exist, for a session registered for one that does not.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnknownWorkspace {
-    /// The first [`UnknownWorkspace::MAX_LISTED`] existing workspaces, by name.
-    pub existing: Vec<WorkspaceName>,
-    /// How many more exist beyond those listed.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub more: usize,
-}
-
-impl UnknownWorkspace {
-    /// How many existing workspaces a registration's answer names at most.
-    pub const MAX_LISTED: usize = 16;
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
 /// `session.publish`: the host's roots, all of them, replacing what the session published before.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishParams {
@@ -607,14 +590,6 @@ pub struct WaitResult {
     /// sessions, so it cannot know whether sessions are still reconnecting.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub previous_unknown: bool,
-}
-
-/// A session of the daemon's previous run, expected back after a restart.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreviousSession {
-    pub label: String,
-    pub pid: u32,
-    pub workspace: WorkspaceName,
 }
 
 #[cfg(test)]
