@@ -252,7 +252,12 @@ impl Handshake {
         shared.state.notification_outstanding = false;
         // It holds the newest list now, whatever it was owed.
         shared.state.owes_notification = false;
-        if self.notify_deadline.take().is_some() && shared.in_flight.is_empty() {
+        // The host's `initialize` does not count: no server needs roots to answer it.
+        let host_request_in_flight = shared
+            .in_flight
+            .keys()
+            .any(|key| self.initialize_id.as_ref() != Some(key));
+        if self.notify_deadline.take().is_some() && !host_request_in_flight {
             // A fetch within the window after a notification, with no request of the host's
             // before the server, can only answer the notification: the server keeps its list
             // up to date by itself. A fetch while a host request is in flight proves nothing
