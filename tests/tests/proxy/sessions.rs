@@ -1,5 +1,6 @@
 //! What the daemon and the proxy tell the user about sessions: a proxy on a workspace that does
-//! not exist, and `--wait` right after the daemon restarted, while proxies reconnect.
+//! not exist, `--wait` right after the daemon restarted, while proxies reconnect, and how a
+//! server is judged to keep its roots current.
 
 use std::process::{Child, Output, Stdio};
 
@@ -8,7 +9,8 @@ use rustix::process::{Pid, Signal};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeLog, FakeSession, FakeSetup, Proxy, assert_exit, ctl, fake_server, stderr_of, stdout_of,
+    FakeLog, FakeSession, FakeSetup, Proxy, assert_exit, calls_of, ctl, emit, fake_server,
+    list_changed_count, stderr_of, stdout_of,
 };
 
 /// The proxy's stderr once it holds `needle`.
@@ -226,4 +228,69 @@ fn add_wait_after_a_restart_without_a_readable_record_says_it_cannot_know() {
         said.contains("could not read its record of the previous run's sessions, so it cannot know whether more are still reconnecting"),
         "add --wait said: {said}"
     );
+}
+
+#[test]
+fn a_server_that_fetches_inside_tool_calls_stays_on_use_when_a_call_lands_just_after_a_notification()
+ {
+    let mut fake = FakeSession::start(
+        "quiet",
+        FakeSetup {
+            roots: &["a"],
+            ..FakeSetup::default()
+        },
+    );
+    fake.proxy.initialize();
+    fake.registered();
+    // It fetches once, then lets a notification go unanswered: it fetches on use.
+    emit(
+        &mut fake.proxy,
+        json!({"jsonrpc": "2.0", "id": "first", "method": "roots/list"}),
+    );
+    fake.session("its first fetch", |s| s["fetched_revision"] == json!(1));
+    let b = fake.sb.mkdir("b");
+    fake.sb.ctl_ok(&["add", b.to_str().unwrap()]);
+    fake.session("it judged to fetch on use", |s| {
+        s["fetch_behaviour"] == json!("on_use")
+    });
+
+    // A tool call is before the server (its result held) when the next change comes, and the
+    // server fetches inside it at once, within a second of the notification: that is use, not a
+    // reaction to the notification (it was judged `when told` for it before).
+    let call = fake.proxy.id();
+    fake.proxy.send(&json!({
+        "jsonrpc": "2.0",
+        "id": call,
+        "method": "tools/call",
+        "params": {
+            "name": "needs_roots",
+            "arguments": {"hold": "call"},
+            "inputResponses": {"ws": {"roots": []}},
+        },
+    }));
+    fake.log
+        .wait_for("the tool call", |m| calls_of(m, "needs_roots").len() == 1);
+    // Inside it, the server sees the change it was told of.
+    emit(
+        &mut fake.proxy,
+        json!({"jsonrpc": "2.0", "id": "in-call", "method": "roots/list"}),
+    );
+    fake.session("the fetch of the change it was told of", |s| {
+        s["fetched_revision"] == json!(2)
+    });
+    let c = fake.sb.mkdir("c");
+    fake.sb.ctl_ok(&["add", c.to_str().unwrap()]);
+    fake.log
+        .wait_for("the second notification", |m| list_changed_count(m) == 2);
+    emit(
+        &mut fake.proxy,
+        json!({"jsonrpc": "2.0", "id": "inside", "method": "roots/list"}),
+    );
+    let session = fake.session("the fetch inside the call", |s| {
+        s["fetched_revision"] == json!(3)
+    });
+    assert_eq!(session["fetch_behaviour"], json!("on_use"), "{session}");
+    fake.proxy.notify("test/answer", json!({"tags": ["call"]}));
+    let answer = fake.proxy.response(&call);
+    assert!(answer.get("result").is_some(), "{answer}");
 }
