@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use rootsd_proto::WorkspaceName;
+use rootsd_proto::host_roots::HostRootsMode;
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::{
     PublishParams, PublishRoots, RegisterParams, RegisterSession, RootsChanged, RootsSnapshot,
@@ -102,8 +103,12 @@ async fn run(target: Target, mut params: RegisterParams, mut channels: Channels)
         params.state = channels.states.borrow_and_update().clone();
         match register(&target_now, &params).await {
             Ok((mut client, snapshot, unknown)) => {
+                // A session that publishes its host's roots creates its workspace itself, and
+                // one that merges them gives its server the host's: only a session that serves
+                // the workspace alone is left with nothing.
+                let serves_workspace_alone = params.state.host_roots.mode == HostRootsMode::Replace;
                 match unknown {
-                    Some(unknown) if !warned_unknown => {
+                    Some(unknown) if !warned_unknown && serves_workspace_alone => {
                         warned_unknown = true;
                         warn_unknown_workspace(&params.workspace, &unknown);
                     }
