@@ -8,8 +8,7 @@ use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
     ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
-    RootsSnapshot, SessionInfo, Status, StoreState, WaitForSessions, WaitParams, Watch,
-    WatchParams, WorkspaceParams,
+    RootsSnapshot, Status, StoreState, Watch, WatchParams, WorkspaceParams,
 };
 use rootsd_proto::workspace::DEFAULT_WORKSPACE;
 use rootsd_proto::{Root, WorkspaceName};
@@ -17,10 +16,10 @@ use serde_json::json;
 
 use crate::args::{AddArgs, JsonArg, ListArgs, RemoveArgs, WatchArgs, refuse_blank_arguments};
 use crate::autostart::Target;
-use crate::errors::{UsageError, WaitTimeout};
+use crate::errors::{ResolveError, UsageError};
 use crate::output::{self, describe, display_name, display_path, escape, table};
 use crate::presence::{self, Gone, Presence};
-use crate::resolve::{remove_target, resolve_root};
+use crate::resolve::{gone_uri, remove_target, resolve_root};
 
 pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow::Result<()> {
     refuse_blank_arguments("PATH|URI", &args.paths)?;
@@ -39,15 +38,55 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
     let cwd = current_dir()?;
     // Without --name the daemon names a new root after its directory and leaves an existing
     // root's name alone: only an explicit --name renames.
-    let mut roots = Vec::with_capacity(args.paths.len());
-    for input in &args.paths {
-        let resolved = resolve_root(input, &cwd, args.allow_missing)?;
-        roots.push(Root {
-            uri: resolved.uri,
-            name: args.name.clone(),
-        });
+    let mut uris = Vec::with_capacity(args.paths.len());
+    let mut gone = Vec::new();
+    for (index, input) in args.paths.iter().enumerate() {
+        match resolve_root(input, &cwd, args.allow_missing) {
+            Ok(resolved) => uris.push(Some(resolved.uri)),
+            Err(
+                err @ (ResolveError::Missing { .. }
+                | ResolveError::NotDirectory { .. }
+                | ResolveError::Io { .. }),
+            ) => {
+                uris.push(None);
+                gone.push((index, err));
+            }
+            Err(other) => return Err(other.into()),
+        }
     }
     let mut client = target.connect().await?;
+    if !gone.is_empty() {
+        // A path whose directory is gone may be a root already (`list` marks it): it is renamed,
+        // or found unchanged, whatever its directory, since the daemon never looks at one. Only
+        // a path that is not a root yet must exist to be added.
+        let listing = client
+            .call::<ListRoots>(&WorkspaceParams {
+                workspace: args.workspace.workspace.clone(),
+            })
+            .await?;
+        for (index, err) in gone {
+            let input = &args.paths[index];
+            match gone_uri(input, &cwd) {
+                Some(uri) if listing.roots.iter().any(|r| r.root.uri == uri) => {
+                    uris[index] = Some(uri);
+                }
+                _ => match err {
+                    ResolveError::Missing { input } => bail!(ResolveError::NewMissing {
+                        input,
+                        workspace: args.workspace.workspace.clone(),
+                    }),
+                    other => bail!(other),
+                },
+            }
+        }
+    }
+    let roots = uris
+        .into_iter()
+        .map(|uri| Root {
+            uri: uri.expect("every path resolved or refused"),
+            name: args.name.clone(),
+        })
+        .collect();
     let result = client
         .call::<AddRoots>(&AddParams {
             workspace: args.workspace.workspace,
@@ -56,7 +95,7 @@ pub async fn add(target: &Target, args: AddArgs, out: &mut impl Write) -> anyhow
         .await?;
     print_change(out, &result, args.json.json)?;
     if args.wait.wait {
-        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+        crate::wait::wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
     }
     Ok(())
 }
@@ -84,72 +123,9 @@ pub async fn remove(target: &Target, args: RemoveArgs, out: &mut impl Write) -> 
     }
     print_change(out, &result, args.json.json)?;
     if args.wait.wait {
-        wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
+        crate::wait::wait_for_sessions(&mut client, &result, args.wait.timeout, out).await?;
     }
     Ok(())
-}
-
-/// `--wait`: MCP's list_changed has no acknowledgement, so rootsd gives one: it reports when
-/// every notified session has fetched the list of this change.
-async fn wait_for_sessions(
-    client: &mut crate::client::Client,
-    change: &ChangeResult,
-    timeout_secs: f64,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    let timeout_ms = (timeout_secs.max(0.0) * 1000.0) as u64;
-    let result = client
-        .call::<WaitForSessions>(&WaitParams {
-            workspace: change.workspace.clone(),
-            revision: change.revision,
-            timeout_ms,
-        })
-        .await?;
-    // What rootsd observes is that a server was *given* the list: MCP has no acknowledgement of
-    // a server having applied it, and servers apply a fetched list on their own schedule (the
-    // reference filesystem server a few milliseconds later).
-    let waited = result.caught_up.len() + result.lagging.len();
-    let on_use = if result.on_use.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; {} session(s) fetch roots only when they need them and get it at their next request, not waited for: {}",
-            result.on_use.len(),
-            describe_sessions(&result.on_use)
-        )
-    };
-    if result.lagging.is_empty() {
-        eprintln!(
-            "{} of {waited} notified session(s) fetched revision {}{on_use}",
-            result.caught_up.len(),
-            change.revision
-        );
-        return Ok(());
-    }
-    out.flush()?;
-    bail!(WaitTimeout(format!(
-        "{} of {waited} notified session(s) of workspace {} had not fetched revision {} after {timeout_secs}s: {}{on_use}",
-        result.lagging.len(),
-        change.workspace,
-        change.revision,
-        describe_sessions(&result.lagging)
-    )))
-}
-
-/// `session 3 (label, pid 123), …`
-fn describe_sessions(sessions: &[SessionInfo]) -> String {
-    sessions
-        .iter()
-        .map(|s| {
-            let label = if s.label.is_empty() {
-                "-".into()
-            } else {
-                escape(&s.label)
-            };
-            format!("session {} ({label}, pid {})", s.id, s.pid)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 pub async fn list(target: &Target, args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
@@ -582,7 +558,11 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
-            s.workspace.to_string(),
+            if s.workspace_missing {
+                format!("{} (no such workspace)", s.workspace)
+            } else {
+                s.workspace.to_string()
+            },
             match (s.era, s.list_changed) {
                 // 2026-07-28 has no notifications at all.
                 (Era::Stateless, _) => "n/a",
@@ -611,7 +591,19 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             s.host_roots.summary(),
         ]);
     }
-    Ok(table(out, &rows)?)
+    table(out, &rows)?;
+    let missing: std::collections::BTreeSet<&WorkspaceName> = result
+        .sessions
+        .iter()
+        .filter(|s| s.workspace_missing)
+        .map(|s| &s.workspace)
+        .collect();
+    for workspace in missing {
+        eprintln!(
+            "rootsctl: note: workspace {workspace} does not exist, so its sessions' servers are given no roots: create it with `rootsctl add -w {workspace} PATH`, or restart them with a --workspace that exists"
+        );
+    }
+    Ok(())
 }
 
 fn print_change(out: &mut impl Write, result: &ChangeResult, json: bool) -> anyhow::Result<()> {

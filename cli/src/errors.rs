@@ -13,8 +13,8 @@ use std::io;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use rootsd_proto::RootError;
 use rootsd_proto::wire::{self, ErrorObject};
+use rootsd_proto::{RootError, WorkspaceName};
 
 /// rootsctl's own exit statuses. A proxy also passes on its server's status ([`ServerExit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,8 +278,18 @@ pub enum ResolveError {
     /// `reason` names the input itself, so the input is kept only for callers.
     #[error("{reason}")]
     Root { input: OsString, reason: RootError },
+    /// What [`crate::resolve::resolve_root`] finds; `add` turns it into [`Self::NewMissing`]
+    /// once it knows the path is not a root already (an existing root is renamed whatever its
+    /// directory).
     #[error("{input:?} does not exist: create it first, or pass --allow-missing to add it anyway")]
     Missing { input: OsString },
+    #[error(
+        "{input:?} does not exist and is not a root of workspace {workspace}: create the directory first, or pass --allow-missing to add it as a root before it exists"
+    )]
+    NewMissing {
+        input: OsString,
+        workspace: WorkspaceName,
+    },
     #[error("{input:?} is not a directory ({path:?}): a root must be a directory")]
     NotDirectory { input: OsString, path: PathBuf },
     #[error("{input:?}: cannot resolve {path:?}: {error}")]

@@ -7,6 +7,7 @@
 //! - [`locate`]: which socket to use, whatever the environment.
 //! - [`resolve`]: turning the user's paths and URIs into roots, relative to their cwd.
 //! - [`commands`]: one function per subcommand.
+//! - [`wait`]: what `add|remove --wait` says about the sessions it waited for.
 //! - [`log`]: `rootsctl log`, the history of changes, page by page.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
@@ -32,3 +33,4 @@ pub mod presence;
 pub mod proxy;
 pub mod reach;
 pub mod resolve;
+pub mod wait;

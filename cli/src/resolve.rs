@@ -87,18 +87,25 @@ pub fn remove_target(input: &OsStr, cwd: &Path) -> Result<RemoveTarget, ResolveE
             name: None,
         });
     }
-    let uri = match resolve_root(input, cwd, true) {
-        Ok(resolved) => Some(resolved.uri),
-        // Not a directory, or not reachable: resolved as far as it exists, as a missing path is.
-        Err(_) => to_path(input, cwd)
-            .ok()
-            .and_then(|path| root::uri_from_path(&resolve_missing(&path)).ok()),
-    };
+    let uri = gone_uri(input, cwd);
     Ok(RemoveTarget {
         input: input_text(input),
         uri,
         name: text.map(str::to_owned),
     })
+}
+
+/// The URI a path argument names whatever is at the path now: resolved like `add` resolves it,
+/// and if it is not a directory this user can reach (deleted, replaced by a file, locked away),
+/// resolved as far as it exists, as a missing path is. This is how a root whose directory is
+/// gone is still found by the path it shows, to remove or to rename it.
+pub fn gone_uri(input: &OsStr, cwd: &Path) -> Option<String> {
+    match resolve_root(input, cwd, true) {
+        Ok(resolved) => Some(resolved.uri),
+        Err(_) => to_path(input, cwd)
+            .ok()
+            .and_then(|path| root::uri_from_path(&resolve_missing(&path)).ok()),
+    }
 }
 
 /// The `--map HOST_DIR=SERVER_DIR` arguments of a proxy.

@@ -310,6 +310,7 @@ impl<'a> ConnectionState<'a> {
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
                     session_id: session.id,
+                    unknown_workspace: self.registry.unknown_workspace(&snapshot.workspace),
                     snapshot,
                 };
                 self.session = Some(session);
@@ -403,9 +404,13 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
+    /// `wait`: until every awaited session has fetched the revision and, while the daemon has
+    /// just started, every session of its previous run is back ([`crate::reconnect`]).
     async fn wait(&self, params: wire::WaitParams) -> WaitResult {
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms.min(86_400_000));
+        // Only a wait that began while the previous run's sessions were expected hears of them.
+        let began_expecting = self.registry.returning(&params.workspace).open;
         loop {
             let progress = self.registry.progress().notified();
             tokio::pin!(progress);
@@ -415,18 +420,38 @@ impl<'a> ConnectionState<'a> {
             let progress_now = self
                 .registry
                 .fetch_progress(&params.workspace, params.revision);
-            let done = progress_now.lagging.is_empty();
+            let returning = if began_expecting {
+                self.registry.returning(&params.workspace)
+            } else {
+                crate::reconnect::Returning::default()
+            };
+            let (reconnecting, not_reconnected) = if returning.open {
+                (returning.awaited, Vec::new())
+            } else {
+                (Vec::new(), returning.awaited)
+            };
+            let done = progress_now.lagging.is_empty() && reconnecting.is_empty();
             let result = WaitResult {
                 caught_up: progress_now.caught_up,
                 lagging: progress_now.lagging,
                 on_use: progress_now.on_use,
+                reconnecting,
+                not_reconnected,
+                previous_unknown: returning.unknown,
             };
             if done {
                 return result;
             }
+            // While sessions are expected, the window's end is news too: those not back by then
+            // are reported as not reconnected instead of waited for.
+            let window = returning
+                .until
+                .filter(|_| returning.open)
+                .map(tokio::time::Instant::from_std);
+            let wake = window.map_or(deadline, |w| w.min(deadline));
             tokio::select! {
                 () = progress => {}
-                () = tokio::time::sleep_until(deadline) => return result,
+                () = tokio::time::sleep_until(wake) => if wake == deadline { return result },
                 () = self.shutdown.cancelled() => return result,
             }
         }

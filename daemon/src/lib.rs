@@ -16,6 +16,8 @@
 //!   history.
 //! - [`users`]: user names from `/etc/passwd`.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
+//! - [`reconnect`]: the advisory record of live sessions, and after a start, the previous run's
+//!   sessions `wait` expects back.
 //! - [`server`]: the accept loop and shutdown drain.
 //! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
 //! - [`framing`]: reading a connection's lines within their bounds (length, time, budget).
@@ -45,6 +47,7 @@ pub mod limits;
 pub mod model;
 pub mod provenance;
 pub mod reconcile;
+pub mod reconnect;
 pub mod registry;
 pub mod server;
 pub mod socket;

@@ -74,3 +74,17 @@ pub const LOG_PAGE_BYTES: usize = 256 * 1024;
 /// boundary. The client's name comes from the client itself and could otherwise be as long as
 /// a line.
 pub const HISTORY_TEXT_BYTES: usize = 256;
+
+/// After a start, how long `wait` also waits for the sessions the previous run had to come back
+/// (`crate::reconnect`). A proxy retries its connection with a backoff of at most 2 s, so one
+/// whose daemon restarted is back within about that; the rest of the window is leeway for a
+/// loaded machine. A session not back by then is reported as not reconnected.
+pub const RECONNECT_WINDOW: Duration = Duration::from_secs(5);
+
+/// How long the record of live sessions waits after a change of the session table before it is
+/// written: a restart brings every proxy back within a moment, and they cost one write together.
+pub const SESSION_RECORD_DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// The largest record of live sessions read at start, in bytes: 16,384 sessions of a few hundred
+/// bytes each (labels are cut to [`HISTORY_TEXT_BYTES`]). A larger file is not read.
+pub const SESSION_RECORD_BYTES: u64 = 8 * 1024 * 1024;

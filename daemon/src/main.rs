@@ -11,7 +11,7 @@ use rootsd::args::Args;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
-use rootsd::{groups, instance, reconcile, server, socket, systemd};
+use rootsd::{groups, instance, reconcile, reconnect, server, socket, systemd};
 use rootsd_proto::paths::{self, Environment};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
@@ -95,6 +95,8 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
         opened.outcome.describe()
     );
     let registry = Arc::new(Registry::new(opened)?);
+    // Before the socket accepts anyone: a proxy that reconnects at once is recognised.
+    registry.expect_previous(reconnect::load(&state_dir));
     let bound = match inherited {
         Some(listener) => socket::adopt(listener, &socket_path)?,
         None => socket::bind(&socket_path, &state_dir)?,
@@ -124,6 +126,11 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));
     let supervisor = tokio::spawn(systemd::supervise(registry.clone(), shutdown.clone()));
+    let recorder = tokio::spawn(reconnect::keep(
+        registry.clone(),
+        state_dir.clone(),
+        shutdown.clone(),
+    ));
 
     // `run` takes the listener by value; the socket file's clean-up stays with `bound`.
     let (listener, closer) = bound.split();
@@ -131,6 +138,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     closer.close();
     signals.close();
     let _ = supervisor.await;
+    let _ = recorder.await;
     served.context("the store's final checkpoint failed; every acknowledged change is in the journal, and the next start catches the database up")?;
     tracing::info!("rootsd stopped");
     Ok(())

@@ -28,6 +28,7 @@ use crate::history;
 use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
+use crate::reconnect::Expected;
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -38,8 +39,13 @@ pub struct Registry {
     publisher: Arc<Publisher>,
     sessions: Mutex<BTreeMap<u64, SessionRecord>>,
     next_session_id: AtomicU64,
-    /// Woken whenever a session reports a new state or goes away, for `wait`.
+    /// Woken whenever a session registers, reports a new state or goes away, for `wait`.
     progress: Notify,
+    /// Bumped whenever a session registers or goes away, for the record of live sessions
+    /// ([`crate::reconnect::keep`]).
+    session_table: watch::Sender<u64>,
+    /// The previous run's sessions expected back after a start ([`crate::reconnect`]).
+    expected: Mutex<Expected>,
     clients: AtomicUsize,
     started: Instant,
 }
@@ -81,6 +87,8 @@ impl Publisher {
 
 /// What the daemon keeps per session: deliberately small, as it may hold thousands.
 struct SessionRecord {
+    /// The proxy's own id across reconnections; empty if it sent none.
+    instance: String,
     label: String,
     pid: u32,
     workspace: WorkspaceName,
@@ -137,6 +145,8 @@ impl Registry {
             sessions: Mutex::new(BTreeMap::new()),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
+            session_table: watch::channel(0).0,
+            expected: Mutex::new(Expected::nobody()),
             clients: AtomicUsize::new(0),
             started: Instant::now(),
         })
@@ -382,7 +392,14 @@ impl Registry {
             sender.subscribe()
         };
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        if !params.instance.is_empty() {
+            self.expected
+                .lock()
+                .expect("expected lock")
+                .returned(&params.instance);
+        }
         let record = SessionRecord {
+            instance: params.instance,
             label: params.label,
             pid: params.pid,
             workspace: params.workspace,
@@ -398,6 +415,9 @@ impl Registry {
             .expect("sessions lock")
             .insert(id, record);
         self.counts_changed();
+        self.session_table_changed();
+        // A session of the previous run coming back may be what a `wait` waits for.
+        self.progress.notify_waiters();
         Session {
             registry: self,
             id,
@@ -406,11 +426,37 @@ impl Registry {
     }
 
     pub fn sessions(&self) -> Vec<SessionInfo> {
-        let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .iter()
-            .map(|(id, s)| session_info(*id, s))
-            .collect()
+        let mut listed: Vec<SessionInfo> = {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            sessions
+                .iter()
+                .map(|(id, s)| session_info(*id, s))
+                .collect()
+        };
+        let model = self.committed.read().expect("committed");
+        for info in &mut listed {
+            info.workspace_missing = !model.workspaces.contains_key(&info.workspace);
+        }
+        listed
+    }
+
+    /// The workspaces that exist, for a session of `workspace`, if that one does not: the
+    /// session's proxy warns that its server gets no roots.
+    pub fn unknown_workspace(&self, workspace: &WorkspaceName) -> Option<wire::UnknownWorkspace> {
+        let model = self.committed.read().expect("committed");
+        if model.workspaces.contains_key(workspace) {
+            return None;
+        }
+        let names = model.workspaces.keys();
+        let total = names.len();
+        let existing: Vec<WorkspaceName> = names
+            .take(wire::UnknownWorkspace::MAX_LISTED)
+            .cloned()
+            .collect();
+        Some(wire::UnknownWorkspace {
+            more: total - existing.len(),
+            existing,
+        })
     }
 
     pub fn session_count(&self) -> usize {
@@ -532,6 +578,7 @@ impl Drop for Session<'_> {
         }
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
+        self.registry.session_table_changed();
     }
 }
 
@@ -569,6 +616,8 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         label: s.label.clone(),
         pid: s.pid,
         workspace: s.workspace.clone(),
+        // Filled in by whoever lists sessions, from the committed state.
+        workspace_missing: false,
         list_changed: s.state.list_changed,
         era: s.state.era,
         server: s.state.server.clone(),
@@ -587,6 +636,8 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
 mod plan;
 #[path = "registry_publish.rs"]
 mod publish;
+#[path = "registry_reconnect.rs"]
+mod reconnecting;
 #[cfg(test)]
 #[path = "registry_tests/mod.rs"]
 mod tests;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::host_roots::HostRoots;
 use crate::mapping::Withheld;
+use crate::workspace::WorkspaceName;
 
 /// Which MCP protocol era a session speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,7 +41,9 @@ pub enum FetchBehaviour {
     /// Not seen yet: the server has not been notified of a change since it first fetched.
     #[default]
     Unknown,
-    /// It fetched soon after a `list_changed`, as the reference filesystem server does.
+    /// It fetched soon after a `list_changed` with no request of the host's in flight, as the
+    /// reference filesystem server does. A fetch inside a host request proves nothing either
+    /// way (a server that fetches on use does that too), so it never changes the classification.
     AfterNotification,
     /// It let a `list_changed` go unanswered: it asks for roots only when it needs them (inside
     /// a tool call, as fastmcp and the Python SDK's `Context` do), and sees a change then.
@@ -130,6 +133,34 @@ impl SessionState {
             || *withheld != other.withheld
             || *host_roots != other.host_roots
     }
+}
+
+/// `session.register`'s answer when the session's workspace does not exist: the workspaces that
+/// do, for the proxy's warning.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnknownWorkspace {
+    /// The first [`UnknownWorkspace::MAX_LISTED`] existing workspaces, by name.
+    pub existing: Vec<WorkspaceName>,
+    /// How many more exist beyond those listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+impl UnknownWorkspace {
+    /// How many existing workspaces a registration's answer names at most.
+    pub const MAX_LISTED: usize = 16;
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+/// A session of the daemon's previous run, expected back after a restart (`wait`'s
+/// `reconnecting` and `not_reconnected`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousSession {
+    pub label: String,
+    pub pid: u32,
+    pub workspace: WorkspaceName,
 }
 
 /// What a change of the roots to revision `newest` means for one session's server.

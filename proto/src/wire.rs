@@ -15,7 +15,9 @@ pub use crate::history::{LogEntry, LogParams, LogResult, Omitted, Peer, Renamed,
 pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
-pub use crate::session::{Era, FetchBehaviour, ServerInfo, SessionState};
+pub use crate::session::{
+    Era, FetchBehaviour, PreviousSession, ServerInfo, SessionState, UnknownWorkspace,
+};
 use crate::workspace::WorkspaceName;
 
 /// Version of this control protocol. A client and daemon with different versions refuse each
@@ -477,12 +479,22 @@ pub struct RegisterParams {
     /// The session as the proxy knows it so far; after a daemon restart, everything it learnt.
     #[serde(default)]
     pub state: SessionState,
+    /// The proxy's own id, the same at every registration of one proxy (at start and after each
+    /// reconnection) and different for every proxy: how a restarted daemon recognises the
+    /// sessions of its previous run coming back. Empty from proxies that have none; those are not
+    /// expected back.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegisterResult {
     pub session_id: u64,
     pub snapshot: RootsSnapshot,
+    /// Present when the session's workspace does not exist (it never had a root): most likely
+    /// a misspelt `--workspace`, and the server gets no roots until it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_workspace: Option<UnknownWorkspace>,
 }
 
 /// `session.publish`: the host's roots, all of them, replacing what the session published before.
@@ -514,6 +526,10 @@ pub struct SessionInfo {
     pub label: String,
     pub pid: u32,
     pub workspace: WorkspaceName,
+    /// The workspace does not exist (it never had a root), so the server is given no roots:
+    /// most likely a misspelt `rootsctl proxy --workspace`. Absent when it exists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workspace_missing: bool,
     pub list_changed: bool,
     pub era: Era,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -561,6 +577,19 @@ pub struct WaitResult {
     /// at their next request, and are not waited for.
     #[serde(default)]
     pub on_use: Vec<SessionInfo>,
+    /// Sessions of the workspace that the daemon's previous run had, still expected back when
+    /// the timeout passed (the daemon started moments ago and they are reconnecting); empty on
+    /// success.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reconnecting: Vec<PreviousSession>,
+    /// Sessions of the workspace that the daemon's previous run had and that did not come back
+    /// within the reconnection window after its start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reconnected: Vec<PreviousSession>,
+    /// The daemon started moments ago and could not read its record of the previous run's
+    /// sessions, so it cannot know whether sessions are still reconnecting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub previous_unknown: bool,
 }
 
 #[cfg(test)]

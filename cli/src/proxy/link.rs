@@ -11,10 +11,12 @@
 
 use std::time::Duration;
 
+use rootsd_proto::WorkspaceName;
+use rootsd_proto::host_roots::HostRootsMode;
 use rootsd_proto::session::SessionState;
 use rootsd_proto::wire::{
     PublishParams, PublishRoots, RegisterParams, RegisterSession, RootsChanged, RootsSnapshot,
-    UpdateSession,
+    UnknownWorkspace, UpdateSession,
 };
 use tokio::sync::watch;
 
@@ -26,6 +28,22 @@ use crate::output::escape_controls;
 /// Reconnection backoff bounds.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
+
+/// This proxy's own id, which it presents at every registration so that a restarted daemon
+/// recognises its session coming back (`session.register`'s `instance`): the kernel's random
+/// UUID, or, where `/proc` does not give one, the pid and the time it started, which no other
+/// proxy shares either.
+pub fn instance_id() -> String {
+    match std::fs::read_to_string("/proc/sys/kernel/random/uuid") {
+        Ok(uuid) if !uuid.trim().is_empty() => uuid.trim().to_owned(),
+        _ => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{}-{nanos:x}", std::process::id())
+        }
+    }
+}
 
 /// The proxy's end of the link.
 pub struct Link {
@@ -77,13 +95,27 @@ struct Channels {
 async fn run(target: Target, mut params: RegisterParams, mut channels: Channels) {
     let mut backoff = FIRST_RETRY;
     let mut connected_before = false;
+    let mut warned_unknown = false;
     // Autostart only when the proxy starts: a daemon that goes away later may have been stopped
     // on purpose, and under systemd socket activation reconnecting starts it anyway.
     let mut target_now = target.clone();
     loop {
         params.state = channels.states.borrow_and_update().clone();
         match register(&target_now, &params).await {
-            Ok((mut client, snapshot)) => {
+            Ok((mut client, snapshot, unknown)) => {
+                // A session that publishes its host's roots creates its workspace itself, and
+                // one that merges them gives its server the host's: only a session that serves
+                // the workspace alone is left with nothing.
+                let serves_workspace_alone = params.state.host_roots.mode == HostRootsMode::Replace;
+                match unknown {
+                    Some(unknown) if !warned_unknown && serves_workspace_alone => {
+                        warned_unknown = true;
+                        warn_unknown_workspace(&params.workspace, &unknown);
+                    }
+                    Some(_) => {}
+                    // Created meanwhile: should it go again, say so again.
+                    None => warned_unknown = false,
+                }
                 if connected_before {
                     eprintln!(
                         "rootsctl proxy: reconnected to rootsd at {}",
@@ -151,10 +183,29 @@ enum Ended {
 async fn register(
     target: &Target,
     params: &RegisterParams,
-) -> Result<(Client, RootsSnapshot), ClientError> {
+) -> Result<(Client, RootsSnapshot, Option<UnknownWorkspace>), ClientError> {
     let mut client = target.connect().await?;
     let result = client.call::<RegisterSession>(params).await?;
-    Ok((client, result.snapshot))
+    Ok((client, result.snapshot, result.unknown_workspace))
+}
+
+/// A proxy on a workspace that does not exist gives its server no roots: almost always a
+/// misspelt `--workspace`, which would otherwise go unnoticed.
+fn warn_unknown_workspace(workspace: &WorkspaceName, unknown: &UnknownWorkspace) {
+    let existing = if unknown.existing.is_empty() {
+        "there are no workspaces yet".to_owned()
+    } else {
+        let names: Vec<String> = unknown.existing.iter().map(ToString::to_string).collect();
+        let more = if unknown.more > 0 {
+            format!(" and {} more", unknown.more)
+        } else {
+            String::new()
+        };
+        format!("the workspaces are {}{more}", names.join(", "))
+    };
+    eprintln!(
+        "rootsctl proxy: warning: workspace {workspace} does not exist, so the server is given no roots until it does: create it with `rootsctl add -w {workspace} PATH`, or give --workspace one that exists ({existing})"
+    );
 }
 
 async fn serve(client: &mut Client, channels: &mut Channels) -> Ended {

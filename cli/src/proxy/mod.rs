@@ -89,6 +89,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             label,
             pid: std::process::id(),
             state: relay.state().clone(),
+            instance: link::instance_id(),
         },
         roots_tx,
     );

@@ -29,6 +29,7 @@ fn params(label: &str) -> RegisterParams {
         label: label.to_owned(),
         pid: 4000,
         state: Default::default(),
+        instance: String::new(),
     }
 }
 

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use rootsd_tests::{Sandbox, bin, output_within, without_privilege};
 use serde_json::{Value, json};
 
-use crate::support::{assert_exit, plain_uri, stdout_of};
+use crate::support::{assert_exit, plain_uri, stderr_of, stdout_of};
 
 /// The roots of [`Scene`], by what happens to each directory after it is added.
 struct Scene {
@@ -347,4 +347,66 @@ fn path(dir: &Path) -> &str {
 #[track_caller]
 fn parse(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[test]
+fn a_root_whose_directory_is_gone_is_renamed_without_allow_missing_and_a_new_missing_path_is_refused_as_new()
+ {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let scene = Scene::set_up(sb);
+
+    // The README's way to make running servers look again: rename a root. Deleted, replaced by
+    // a file, or out of reach, a root already in the workspace is renamed all the same.
+    for (dir, name) in [
+        (&scene.deleted, "deleted-2"),
+        (&scene.now_a_file, "file-2"),
+        (&scene.locked_in, "in-2"),
+    ] {
+        let output = scene.ctl(&["add", path(dir), "--name", name]);
+        assert_exit(&output, 0, &format!("add {} --name {name}", path(dir)));
+        let said = stdout_of(&output);
+        assert!(
+            said.starts_with("renamed ") && said.contains(&format!("({name}) in default")),
+            "add {dir:?} --name {name} said: {said}"
+        );
+    }
+    let names: Vec<Value> = scene
+        .sb
+        .roots("default")
+        .iter()
+        .map(|r| r["name"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["present", "deleted-2", "photos", "file-2", "closed", "in-2"].map(Value::from)
+    );
+    // Without --name it is simply there already.
+    let output = scene.ctl(&["add", path(&scene.unmounted)]);
+    assert_exit(&output, 0, "add of a gone root without --name");
+    assert!(
+        stdout_of(&output).contains("is already in default"),
+        "{}",
+        stdout_of(&output)
+    );
+
+    // A path that is not a root yet must exist, and the refusal says so as a new root's.
+    let never = scene.sb.path().join("never-made");
+    let output = scene.ctl(&["add", path(&never), "--name", "n"]);
+    assert_exit(&output, 1, "add of a new missing path");
+    let said = stderr_of(&output);
+    assert!(
+        said.contains("does not exist and is not a root of workspace default")
+            && said.contains("--allow-missing"),
+        "{said}"
+    );
+    assert_eq!(scene.sb.roots("default").len(), 6, "nothing was added");
+    // In another workspace the same gone path is new, and refused as such.
+    let output = scene.ctl(&["add", "-w", "other", path(&scene.deleted)]);
+    assert_exit(&output, 1, "add of a gone root's path to another workspace");
+    assert!(
+        stderr_of(&output).contains("is not a root of workspace other"),
+        "{}",
+        stderr_of(&output)
+    );
 }

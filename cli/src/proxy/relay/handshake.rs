@@ -26,11 +26,21 @@ struct Waiting {
     deadline: Instant,
 }
 
+/// The session's era, version and `listChanged` promise, as negotiated before an `initialize`.
+struct Spoken {
+    era: Era,
+    protocol_version: Option<String>,
+    list_changed: bool,
+}
+
 /// The handshake era's state.
 #[derive(Default)]
 pub(super) struct Handshake {
     /// The key of the id of the host's `initialize`, until the server answers it.
     initialize_id: Option<Vec<u8>>,
+    /// What the session spoke before that `initialize`, restored if the server refuses it: a
+    /// refused `initialize` negotiates nothing, so a session that spoke 2026-07-28 still does.
+    before_initialize: Option<Spoken>,
     /// The server accepted an `initialize`: the session's era is the handshake's, whatever
     /// shape later requests have.
     negotiated: bool,
@@ -39,7 +49,8 @@ pub(super) struct Handshake {
     /// late cancellation of one is dropped rather than shown to a host that never saw it.
     answered: VecDeque<Vec<u8>>,
     /// Until when the server may fetch after the last `list_changed` and count as reacting to
-    /// notifications.
+    /// notifications (if no host request is in flight then); past it unanswered, the server is
+    /// judged to fetch on use.
     notify_deadline: Option<Instant>,
 }
 
@@ -50,6 +61,15 @@ impl Handshake {
 
     /// The host's `initialize`: declare roots to the server, as the session was configured.
     pub(super) fn initialize(&mut self, shared: &mut Shared, msg: &Msg<'_>, id: &[u8]) -> Fate {
+        if self.initialize_id.is_none() {
+            // A second `initialize` before the first is answered keeps what was spoken before
+            // the first.
+            self.before_initialize = Some(Spoken {
+                era: shared.state.era,
+                protocol_version: shared.state.protocol_version.clone(),
+                list_changed: shared.state.list_changed,
+            });
+        }
         shared.state.era = Era::Handshake;
         shared.state.list_changed = shared.config.list_changed;
         if let Some(version) = msg.string_at(&["params", "protocolVersion"]) {
@@ -92,11 +112,16 @@ impl Handshake {
             return false;
         }
         self.initialize_id = None;
+        let before = self.before_initialize.take();
         if !msg.is_success() {
-            // The server refused: nothing was negotiated (a host may try again, or another era).
-            if !self.negotiated {
-                shared.state.era = Era::Unknown;
-                shared.state.list_changed = false;
+            // The server refused: nothing was negotiated (a host may try again, or another era),
+            // so the session speaks what it spoke before, a 2026-07-28 session included.
+            if !self.negotiated
+                && let Some(before) = before
+            {
+                shared.state.era = before.era;
+                shared.state.protocol_version = before.protocol_version;
+                shared.state.list_changed = before.list_changed;
             }
             return true;
         }
@@ -227,9 +252,18 @@ impl Handshake {
         shared.state.notification_outstanding = false;
         // It holds the newest list now, whatever it was owed.
         shared.state.owes_notification = false;
-        if self.notify_deadline.take().is_some() {
-            // A fetch within the window after a notification shows that the server keeps its
-            // list up to date by itself.
+        // The host's `initialize` does not count: no server needs roots to answer it.
+        let host_request_in_flight = shared
+            .in_flight
+            .keys()
+            .any(|key| self.initialize_id.as_ref() != Some(key));
+        if self.notify_deadline.take().is_some() && !host_request_in_flight {
+            // A fetch within the window after a notification, with no request of the host's
+            // before the server, can only answer the notification: the server keeps its list
+            // up to date by itself. A fetch while a host request is in flight proves nothing
+            // either way (a server that fetches on use fetches inside a tool call too, and one
+            // may land just after a notification), so the session keeps what it was judged to
+            // be; timing alone never changes its classification.
             shared.state.fetch_behaviour = FetchBehaviour::AfterNotification;
         }
     }

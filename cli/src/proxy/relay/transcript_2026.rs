@@ -94,6 +94,31 @@ fn the_era_is_what_was_negotiated_not_the_shape_of_a_request() {
 }
 
 #[test]
+fn a_refused_late_initialize_leaves_a_2026_session_as_it_was_negotiated() {
+    // A host that probes with `initialize` after speaking 2026-07-28, refused by a server that
+    // only speaks 2026-07-28: the connection stays 2026-07-28, and so does what is reported.
+    check(
+        handshake(),
+        r#"
+        from daemon: revision 1: a
+        from host: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          to server: {"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}
+          state: version=2026-07-28
+        from server: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          to host: {"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"m","version":"4"}}}}
+          state: era=stateless version=2026-07-28 server=m/4
+        from host: {"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}
+          to server: {"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}}}}
+          state: list_changed era=handshake version=2025-11-25 server=m/4
+        from server: {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"initialize is not part of 2026-07-28"}}
+          to host: {"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"initialize is not part of 2026-07-28"}}
+          state: era=stateless version=2026-07-28 server=m/4
+        from daemon: revision 2: b
+        "#,
+    );
+}
+
+#[test]
 fn a_2026_request_mixing_roots_and_elicitation_goes_to_the_host_and_roots_join_its_retry() {
     check(
         handshake(),

@@ -1,0 +1,80 @@
+//! Where the session table meets [`crate::reconnect`]: the previous run's sessions expected
+//! back after a start, and what the record of live sessions holds.
+
+use std::time::Instant;
+
+use rootsd_proto::WorkspaceName;
+use tokio::sync::watch;
+
+use super::Registry;
+use crate::reconnect::{self, Expected, RecordedSession};
+
+impl Registry {
+    /// Expects back the sessions of the previous run that `loaded` names ([`crate::reconnect`]),
+    /// for the reconnection window from the daemon's start.
+    pub fn expect_previous(&self, loaded: reconnect::Loaded) {
+        if let reconnect::Loaded::Unreadable(why) = &loaded {
+            tracing::warn!(
+                "cannot read the record of the previous run's sessions ({why}); `wait` says it cannot know which sessions are reconnecting for {}s",
+                crate::limits::RECONNECT_WINDOW.as_secs()
+            );
+        }
+        let expected = Expected::from_record(loaded, self.started, reconnect::runs);
+        let count = expected.still_expected(Instant::now()).count();
+        if count > 0 {
+            tracing::info!(
+                sessions = count,
+                "expecting the previous run's live sessions back for {}s",
+                crate::limits::RECONNECT_WINDOW.as_secs()
+            );
+        }
+        *self.expected.lock().expect("expected lock") = expected;
+    }
+
+    /// When the reconnection window closes.
+    pub fn expected_until(&self) -> Instant {
+        self.expected.lock().expect("expected lock").until()
+    }
+
+    /// Where `workspace`'s sessions of the previous run stand now.
+    pub fn returning(&self, workspace: &WorkspaceName) -> reconnect::Returning {
+        self.expected
+            .lock()
+            .expect("expected lock")
+            .of(workspace, Instant::now())
+    }
+
+    /// Resolves, through [`watch::Receiver::changed`], each time a session registers or goes
+    /// away.
+    pub fn subscribe_session_table(&self) -> watch::Receiver<u64> {
+        self.session_table.subscribe()
+    }
+
+    /// What the record of live sessions holds now: every live session that has an instance id,
+    /// and, while the reconnection window is open, the previous run's sessions not back yet (a
+    /// restart within the window must expect them too).
+    pub fn session_record(&self) -> Vec<RecordedSession> {
+        let mut record: Vec<RecordedSession> = {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            sessions
+                .values()
+                .filter(|s| !s.instance.is_empty())
+                .map(|s| RecordedSession {
+                    instance: s.instance.clone(),
+                    workspace: s.workspace.clone(),
+                    label: crate::history::bounded_text(&s.label),
+                    pid: s.pid,
+                    kernel_pid: s.peer.pid,
+                })
+                .collect()
+        };
+        let expected = self.expected.lock().expect("expected lock");
+        record.extend(expected.still_expected(Instant::now()).cloned());
+        record
+    }
+
+    pub(super) fn session_table_changed(&self) {
+        self.session_table
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+}
