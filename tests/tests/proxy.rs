@@ -39,3 +39,5 @@ mod map;
 mod modern;
 #[path = "proxy/passthrough.rs"]
 mod passthrough;
+#[path = "proxy/restart.rs"]
+mod restart;
