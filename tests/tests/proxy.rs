@@ -41,3 +41,5 @@ mod modern;
 mod passthrough;
 #[path = "proxy/restart.rs"]
 mod restart;
+#[path = "proxy/workspace_args.rs"]
+mod workspace_args;
