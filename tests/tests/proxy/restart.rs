@@ -345,3 +345,40 @@ fn a_template_that_cannot_be_used_is_a_usage_error_before_anything_starts() {
     let output = ctl(&sb, &["proxy", "--", "{roots}"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
 }
+
+#[test]
+fn a_server_whose_directory_is_gone_is_not_started_and_the_next_change_starts_it() {
+    let sb = rootsd_tests::Sandbox::new();
+    let _daemon = sb.start_daemon();
+    sb.ctl_ok(&["add", "--allow-missing", "gone"]);
+    let log = crate::support::FakeLog::new(&sb, "fake");
+    let mut command = crate::support::fake_server("quiet", &log);
+    command.push("{root}".into());
+    let mut proxy = crate::support::Proxy::spawn(&sb, &["--cwd", "{root}"], &command);
+    let id = proxy.send_initialize(json!({}));
+    let refused = proxy.response(&id);
+    let message = refused
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("not an error: {refused}"));
+    assert!(
+        message.contains("cannot start the MCP server") && message.contains("gone"),
+        "{message}"
+    );
+    let here = sb.mkdir("here");
+    sb.ctl_ok(&["remove", "gone"]);
+    sb.ctl_ok(&["add", "here"]);
+    crate::support::wait_for_session(&sb, proxy.pid(), "a server", |s| {
+        s["launch_failure"].is_null() && s["server"].is_null()
+    });
+    proxy.initialize();
+    let launch = proxy.call_tool("launch", json!({}));
+    let cwd = launch
+        .pointer("/result/structuredContent/cwd")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("launch failed: {launch}"));
+    assert_eq!(
+        Path::new(cwd),
+        std::fs::canonicalize(&here).expect("exists")
+    );
+}
