@@ -328,10 +328,12 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 }
             }
         }
-        // The session ends with a server that ended on its own (not one a restart stopped), or
-        // with the host once no server is left.
+        // The session ends with a server that ended on its own (not one a restart stopped, unless
+        // the host left or the proxy was told to end meanwhile), or with the host once no server
+        // is left.
+        let finished = !host_open || ending;
         match &slot {
-            Some(running) if running.ended() && !launcher.stopping() => {
+            Some(running) if running.ended() && (!launcher.stopping() || finished) => {
                 last_exit = running.exited;
                 break;
             }

@@ -382,3 +382,43 @@ fn a_server_whose_directory_is_gone_is_not_started_and_the_next_change_starts_it
         std::fs::canonicalize(&here).expect("exists")
     );
 }
+
+#[test]
+fn a_proxy_told_to_end_during_a_restart_ends_with_the_old_server() {
+    let mut fake = FakeSession::start(
+        "quiet",
+        FakeSetup {
+            roots: &["one"],
+            server_args: &["--ignore-term", "--linger", "{roots}"],
+            ..FakeSetup::default()
+        },
+    );
+    fake.proxy.initialize();
+    fake.sb.mkdir("two");
+    fake.sb.ctl_ok(&["add", "two"]);
+    // The old server is being stopped: its stdin is closed, and it lingers.
+    eventually("the old server's stdin to close", PATIENCE, || {
+        let stderr = fake.proxy.stderr();
+        if stderr.contains("stdin closed") {
+            Ok(())
+        } else {
+            Err(stderr)
+        }
+    });
+    let pid = rustix::process::Pid::from_raw(fake.proxy.pid() as i32).expect("a real pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal the proxy");
+    let status = fake.proxy.wait_exit();
+    // The old server ignored SIGTERM and was killed; no new one was started.
+    assert_eq!(
+        status.code(),
+        Some(137),
+        "stderr:\n{}",
+        fake.proxy.final_stderr()
+    );
+    assert_eq!(
+        fake.proxy.final_stderr().matches("fake-mcp: pid").count(),
+        1,
+        "{}",
+        fake.proxy.final_stderr()
+    );
+}
