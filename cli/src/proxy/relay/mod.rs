@@ -561,6 +561,14 @@ impl Relay {
                 after.push(After::HostRootsChanged);
                 Fate::Drop
             }
+            (None, Some(id))
+                if msg.is_response()
+                    && self.shared.config.templated
+                    && self.restart.answers_old_server(&json::id_key(id)) =>
+            {
+                // The server that asked was restarted away: the new one never asked.
+                Fate::Drop
+            }
             (Some("notifications/cancelled"), None) => {
                 self.stateless.host_cancel(&self.shared, msg)
             }
@@ -589,6 +597,10 @@ impl Relay {
                 Fate::Drop
             }
             (Some("notifications/cancelled"), None) => self.handshake.server_cancel(msg),
+            (Some(_), Some(id)) if self.shared.config.templated => {
+                self.restart.server_asked(json::id_key(id));
+                Fate::Keep
+            }
             (None, Some(id)) if msg.is_response() && self.restart.owns(&json::id_key(id)) => {
                 self.replayed_answer(msg, id)
             }

@@ -32,6 +32,10 @@ pub const REPLAY_PATIENCE: Duration = Duration::from_secs(10);
 /// forgotten (a host subscribing to that many resources is not one the proxy can help).
 const MAX_SUBSCRIPTIONS: usize = 1024;
 
+/// How many of the server's requests to the host are followed across a restart; past that, new
+/// ones are not (their late answers would reach the new server, which ignores them).
+const MAX_ASKED: usize = 4096;
+
 /// The lists whose `list_changed` notification the host is sent after a restart, when the new
 /// server declares `listChanged` for them.
 const LISTS: [&str; 3] = ["tools", "resources", "prompts"];
@@ -58,6 +62,11 @@ pub(super) struct Restart {
     revision: Option<u64>,
     /// Why no server runs, while none does.
     down: Option<String>,
+    /// Keys of the server's requests to the host not answered yet.
+    asked: HashSet<Vec<u8>>,
+    /// Those of a server since restarted: the host's late answers to them are dropped, not
+    /// given to a server that never asked (until the new server asks under the same id).
+    stale: HashSet<Vec<u8>>,
     next_id: u64,
 }
 
@@ -112,6 +121,20 @@ impl Restart {
         }
     }
 
+    /// The server sent the host a request (sampling, elicitation, …).
+    pub(super) fn server_asked(&mut self, key: Vec<u8>) {
+        self.stale.remove(&key);
+        if self.asked.len() < MAX_ASKED {
+            self.asked.insert(key);
+        }
+    }
+
+    /// The host answered a request of the server: whether the server that asked is gone.
+    pub(super) fn answers_old_server(&mut self, key: &[u8]) -> bool {
+        self.asked.remove(key);
+        self.stale.remove(key)
+    }
+
     /// Whether a response from the server answers one of the proxy's replayed requests.
     pub(super) fn owns(&self, key: &[u8]) -> bool {
         self.owned.contains(key)
@@ -150,6 +173,7 @@ impl Restart {
     ) -> Option<(Vec<u8>, Vec<u8>)> {
         self.owned.clear();
         self.initialize_pending = None;
+        self.stale = std::mem::take(&mut self.asked);
         let line = self.initialize.clone().filter(|_| handshake)?;
         let (id, replayed) = self.with_own_id(&line)?;
         self.replaying = Some(json::id_key(&id));

@@ -134,3 +134,27 @@ fn a_2026_session_has_no_handshake_to_replay() {
         "#,
     );
 }
+
+#[test]
+fn the_hosts_late_answer_to_a_restarted_servers_request_reaches_nobody() {
+    check(
+        templated(),
+        r#"
+        from daemon: revision 1: a
+        server started at revision 1
+          state: launch=1
+        from server: {"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":{}}
+          to host: {"jsonrpc":"2.0","id":5,"method":"elicitation/create","params":{}}
+        from server: {"jsonrpc":"2.0","id":6,"method":"sampling/createMessage","params":{}}
+          to host: {"jsonrpc":"2.0","id":6,"method":"sampling/createMessage","params":{}}
+        from daemon: revision 2: b
+        server restarted at revision 2
+          state: launch=2 restarts=1
+        from host: {"jsonrpc":"2.0","id":5,"result":{"action":"accept"}}
+        from server: {"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{}}
+          to host: {"jsonrpc":"2.0","id":6,"method":"elicitation/create","params":{}}
+        from host: {"jsonrpc":"2.0","id":6,"result":{"action":"decline"}}
+          to server: {"jsonrpc":"2.0","id":6,"result":{"action":"decline"}}
+        "#,
+    );
+}
