@@ -195,7 +195,19 @@ pub struct ProxyArgs {
     /// one lasts)
     #[arg(long, value_enum, value_name = "MODE", default_value_t = HostRootsArg::Replace)]
     pub host_roots: HostRootsArg,
-    /// The MCP server to run, after `--`
+    /// Set a variable for the server (repeatable): {root} is the first root's path, {roots}
+    /// every path joined with ':' (after --map). A change that alters it restarts the server
+    #[arg(long = "env", value_name = "NAME=TEMPLATE")]
+    pub env: Vec<std::ffi::OsString>,
+    /// Start the server in this directory, such as {root} (the first root's path, after --map).
+    /// A change that alters it restarts the server
+    #[arg(long, value_name = "TEMPLATE")]
+    pub cwd: Option<std::ffi::OsString>,
+    /// The MCP server to run, after `--`. In its arguments, {roots} is one argument per root,
+    /// {roots:FLAG} is FLAG and a root's path per root, an argument containing {roots} (such as
+    /// --allow={roots}) is repeated per root, {root} is the first root's path, and {{ }} are
+    /// literal braces; the paths are the roots the server is shown (after --map). A change that
+    /// alters the command line restarts the server without the host noticing
     #[arg(required = true, last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
 }

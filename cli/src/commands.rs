@@ -8,7 +8,7 @@ use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
     ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
-    RootsSnapshot, Status, StoreState, Watch, WatchParams, WorkspaceParams,
+    RootsSnapshot, Status, StoreState, Watch, WatchParams, WorkspaceParams, WorkspaceVia,
 };
 use rootsd_proto::workspace::DEFAULT_WORKSPACE;
 use rootsd_proto::{Root, WorkspaceName};
@@ -529,6 +529,8 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             "FETCHED",
             "REVISION",
             "NOTIFIED",
+            "VIA",
+            "RESTARTS",
             "WITHHELD",
             "HOSTROOTS",
         ]
@@ -581,6 +583,19 @@ pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> a
             }),
             s.fetched_revision.map_or("-".into(), |r| r.to_string()),
             s.notifications_sent.to_string(),
+            // How the server gets the workspace: it asks for roots, or `rootsctl proxy` starts it
+            // with the workspace in its arguments, environment or working directory, or both.
+            match s.workspace_via {
+                WorkspaceVia::Roots => "roots",
+                WorkspaceVia::Arguments => "arguments",
+                WorkspaceVia::Both => "both",
+            }
+            .into(),
+            // Restarts for a change of the workspace, and why none runs now if it failed.
+            match &s.launch_failure {
+                None => s.restarts.to_string(),
+                Some(failure) => format!("{} (down: {})", s.restarts, escape(failure)),
+            },
             // `rootsctl proxy --map`: the roots this server was not given, and why.
             if s.withheld.is_empty() {
                 "-".into()

@@ -468,7 +468,7 @@ impl Registry {
         let sessions = self.sessions.lock().expect("sessions lock");
         sessions
             .values()
-            .filter(|s| &s.workspace == workspace && session::notice(&s.state, revision).notified())
+            .filter(|s| &s.workspace == workspace && session::told(&s.state, revision))
             .count()
     }
 
@@ -478,13 +478,13 @@ impl Registry {
         let sessions = self.sessions.lock().expect("sessions lock");
         let mut progress = FetchProgress::default();
         for (id, s) in sessions.iter() {
-            if &s.workspace != workspace || !session::notice(&s.state, revision).notified() {
+            if &s.workspace != workspace || !session::told(&s.state, revision) {
                 continue;
             }
             let info = session_info(*id, s);
             if !session::awaited(&s.state, revision) {
                 progress.on_use.push(info);
-            } else if info.fetched_revision.is_some_and(|r| r >= revision) {
+            } else if session::caught_up(&s.state, revision) {
                 progress.caught_up.push(info);
             } else {
                 progress.lagging.push(info);
@@ -628,6 +628,9 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
         fetch_behaviour: s.state.fetch_behaviour,
         withheld: s.state.withheld.clone(),
         host_roots: s.state.host_roots.clone(),
+        workspace_via: s.state.workspace_via(),
+        restarts: s.state.launch.restarts,
+        launch_failure: s.state.launch.failure.clone(),
         connected_secs: s.connected.elapsed().as_secs(),
     }
 }

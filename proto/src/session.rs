@@ -98,9 +98,64 @@ pub struct SessionState {
     /// it knows of them.
     #[serde(default)]
     pub host_roots: HostRoots,
+    /// Whether the server's command line, environment or working directory holds the workspace
+    /// (`rootsctl proxy --env`, `--cwd`, `{roots}`), and where its restarts stand. Absent for a
+    /// server started as written.
+    #[serde(default, skip_serializing_if = "LaunchState::is_plain")]
+    pub launch: LaunchState,
+}
+
+/// A server started from a template of the workspace (`rootsctl proxy -- server {roots}`): the
+/// proxy restarts it when a change alters what it is started with.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchState {
+    /// The server's command line, environment or working directory holds the workspace.
+    #[serde(default)]
+    pub templated: bool,
+    /// The newest revision whose workspace the running server was started with and has caught
+    /// up on: it answered the `initialize` the proxy replayed to it after a restart (or had
+    /// nothing to replay), or the revision changed nothing it is started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// How many times the proxy restarted the server because the workspace changed.
+    #[serde(default)]
+    pub restarts: u64,
+    /// Why no server runs now (it could not be started, or `{root}` has no root to name); the
+    /// proxy tries again at the next change. Absent while a server runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl LaunchState {
+    /// A server started as written: nothing to report.
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// How a session's server gets the workspace, as `rootsctl sessions` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceVia {
+    /// It asks for roots (or has not been started from a template).
+    #[default]
+    Roots,
+    /// Its command line, environment or working directory; it never asked for roots.
+    Arguments,
+    /// Both: started from a template, and it asked for roots too.
+    Both,
 }
 
 impl SessionState {
+    /// How the server gets the workspace.
+    pub fn workspace_via(&self) -> WorkspaceVia {
+        match (self.launch.templated, self.fetches > 0) {
+            (false, _) => WorkspaceVia::Roots,
+            (true, false) => WorkspaceVia::Arguments,
+            (true, true) => WorkspaceVia::Both,
+        }
+    }
+
     /// Whether `other` differs from this state in more than how many times the server fetched:
     /// a report that only counts fetches can wait, while any other change matters at once.
     pub fn differs_beyond_fetch_count(&self, other: &Self) -> bool {
@@ -119,6 +174,7 @@ impl SessionState {
             fetch_behaviour,
             withheld,
             host_roots,
+            launch,
         } = self;
         *list_changed != other.list_changed
             || *era != other.era
@@ -132,6 +188,7 @@ impl SessionState {
             || *fetch_behaviour != other.fetch_behaviour
             || *withheld != other.withheld
             || *host_roots != other.host_roots
+            || *launch != other.launch
     }
 }
 
@@ -208,11 +265,33 @@ pub fn notice(state: &SessionState, newest: u64) -> Notice {
     }
 }
 
-/// Whether `wait` waits for this session's server to fetch `revision`: it is notified of the
-/// change ([`notice`]) and fetches when notified. A server that fetches on use sees the change
-/// at its next request, which may be much later, so it is not waited for.
+/// Whether the session's server hears of a change to `revision` at all: it is notified
+/// ([`notice`]), or it is started from a template of the workspace and so is restarted when the
+/// change alters what it is started with. What `notified_sessions` counts.
+pub fn told(state: &SessionState, revision: u64) -> bool {
+    notice(state, revision).notified() || state.launch.templated
+}
+
+/// Whether `wait` waits for this session's server to take `revision`: it is notified of the
+/// change ([`notice`]) and fetches when notified, or it is started from a template (and so is
+/// restarted, or left alone, by the proxy, which reports either). A server that fetches on use
+/// sees the change at its next request, which may be much later, so it is not waited for.
 pub fn awaited(state: &SessionState, revision: u64) -> bool {
+    fetch_awaited(state, revision) || state.launch.templated
+}
+
+fn fetch_awaited(state: &SessionState, revision: u64) -> bool {
     notice(state, revision).notified() && state.fetch_behaviour != FetchBehaviour::OnUse
+}
+
+/// Whether an awaited session has caught up on `revision`: it fetched it (when a fetch is
+/// awaited), and its template's server was started with it and answered the replayed
+/// `initialize` (when it is started from one).
+pub fn caught_up(state: &SessionState, revision: u64) -> bool {
+    let fetched =
+        !fetch_awaited(state, revision) || state.fetched_revision.is_some_and(|r| r >= revision);
+    let launched = !state.launch.templated || state.launch.revision.is_some_and(|r| r >= revision);
+    fetched && launched
 }
 
 #[cfg(test)]
@@ -317,6 +396,54 @@ mod tests {
             ..more.clone()
         };
         assert!(more.differs_beyond_fetch_count(&newer));
+    }
+
+    #[test]
+    fn a_templated_server_is_awaited_until_it_was_started_with_the_revision() {
+        let templated = SessionState {
+            launch: LaunchState {
+                templated: true,
+                revision: Some(3),
+                ..LaunchState::default()
+            },
+            ..SessionState::default()
+        };
+        // It never asked for roots, so no notification reaches it, but a restart does.
+        assert_eq!(notice(&templated, 4), Notice::Never);
+        assert!(told(&templated, 4) && awaited(&templated, 4));
+        assert!(!caught_up(&templated, 4));
+        assert!(caught_up(&templated, 3));
+        assert_eq!(templated.workspace_via(), WorkspaceVia::Arguments);
+        // Both ways: it must have fetched the revision too.
+        let both = SessionState {
+            launch: LaunchState {
+                revision: Some(4),
+                ..templated.launch.clone()
+            },
+            ..fetched_3()
+        };
+        assert!(!caught_up(&both, 4));
+        assert!(caught_up(
+            &SessionState {
+                fetched_revision: Some(4),
+                ..both.clone()
+            },
+            4
+        ));
+        assert_eq!(both.workspace_via(), WorkspaceVia::Both);
+        assert_eq!(fetched_3().workspace_via(), WorkspaceVia::Roots);
+        assert!(!told(&SessionState::default(), 4));
+    }
+
+    #[test]
+    fn a_plain_launch_is_left_out_of_a_report_and_an_old_report_parses() {
+        let text = serde_json::to_string(&fetched_3()).unwrap();
+        assert!(!text.contains("launch"), "{text}");
+        let state: SessionState =
+            serde_json::from_str(r#"{"launch":{"templated":true,"restarts":2,"failure":"x"}}"#)
+                .unwrap();
+        assert_eq!(state.launch.restarts, 2);
+        assert_eq!(state.launch.revision, None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
 pub use crate::session::{
-    Era, FetchBehaviour, PreviousSession, ServerInfo, SessionState, UnknownWorkspace,
+    Era, FetchBehaviour, PreviousSession, ServerInfo, SessionState, UnknownWorkspace, WorkspaceVia,
 };
 use crate::workspace::WorkspaceName;
 
@@ -552,6 +552,17 @@ pub struct SessionInfo {
     /// What the session does with its host's roots (`rootsctl proxy --host-roots`).
     #[serde(default)]
     pub host_roots: HostRoots,
+    /// How the server gets the workspace: it asks for roots, it is started with it
+    /// (`rootsctl proxy -- server {roots}`, `--env`, `--cwd`), or both.
+    #[serde(default)]
+    pub workspace_via: WorkspaceVia,
+    /// How many times the proxy restarted the server because a change altered what it is
+    /// started with.
+    #[serde(default)]
+    pub restarts: u64,
+    /// Why no server runs now, when none does; the proxy tries again at the next change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_failure: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

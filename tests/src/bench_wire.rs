@@ -37,6 +37,24 @@ pub fn add(id: u64, workspace: &str, uri: &str, name: &str) -> String {
     )
 }
 
+/// `roots.remove` of the root at `uri`.
+pub fn remove(id: u64, workspace: &str, uri: &str) -> String {
+    request(
+        id,
+        "roots.remove",
+        json!({"workspace": workspace, "targets": [{"input": uri, "uri": uri}]}),
+    )
+}
+
+/// `wait` until every awaited session of `workspace` has caught up on `revision`.
+pub fn wait(id: u64, workspace: &str, revision: u64, timeout_ms: u64) -> String {
+    request(
+        id,
+        "wait",
+        json!({"workspace": workspace, "revision": revision, "timeout_ms": timeout_ms}),
+    )
+}
+
 /// Whether a response line reports success.
 pub fn is_success(line: &str) -> bool {
     line.contains("\"result\"") && !line.contains("\"error\"")

@@ -39,5 +39,9 @@ mod map;
 mod modern;
 #[path = "proxy/passthrough.rs"]
 mod passthrough;
+#[path = "proxy/restart.rs"]
+mod restart;
 #[path = "proxy/sessions.rs"]
 mod sessions;
+#[path = "proxy/workspace_args.rs"]
+mod workspace_args;

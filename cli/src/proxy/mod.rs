@@ -10,8 +10,15 @@
 //! Shutdown follows MCP's stdio rules: when the host closes stdin (or the server closes its
 //! stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and then
 //! SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
+//!
+//! A server started with the workspace in its command line, environment or working directory
+//! ([`template`]) starts once the daemon's first list is known, and is restarted when a change
+//! alters what it is started with ([`launch`]): the host's lines wait in their pipe, the requests
+//! in flight finish (or get an error), the old server is stopped as above, the new one is started
+//! and given the host's set-up again ([`relay`] keeps it), and relaying resumes.
 
 pub mod label;
+mod launch;
 pub mod link;
 pub mod relay;
 pub mod server;
@@ -25,14 +32,16 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 
 use crate::args::ProxyArgs;
 use crate::autostart::Target;
-use crate::errors::ServerExit;
+use crate::errors::{ServerExit, UsageError};
+use launch::{Launcher, Running};
 use relay::{Config, Output, Relay, Side};
-use server::Server;
 use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound};
+use template::LaunchTemplate;
 
 /// After the host closes stdin, how long the server gets to exit on its own before SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -53,9 +62,33 @@ enum Escalation {
     Kill,
 }
 
+/// The next line of the server's stdout, if a server runs; never resolves otherwise.
+async fn server_line(lines: Option<&mut LineReader<ChildStdout>>) -> std::io::Result<Option<Line>> {
+    match lines {
+        Some(lines) => lines.next_line().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the server takes more of what is queued for it.
+async fn server_drain(queue: Option<&mut Outbound<ChildStdin>>) {
+    match queue {
+        Some(queue) => queue.drain().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The server's exit, once.
+async fn server_exit(server: Option<&mut server::Server>) -> std::io::Result<ExitStatus> {
+    match server {
+        Some(server) => server.wait().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs the proxy until the server exits; returns how it exited, to pass on.
 pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit> {
-    // A bad --map is a usage error before anything starts.
+    // A bad --map or template is a usage error before anything starts.
     let mapping = if args.map.is_empty() {
         None
     } else {
@@ -63,9 +96,20 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             .context("cannot read the current directory to resolve --map HOST_DIR")?;
         Some(crate::resolve::path_maps(&args.map, &cwd)?)
     };
-    let mut server = Server::spawn(&args.command)?;
-    let server_in = server.child.stdin.take().expect("stdin was piped");
-    let server_out = server.child.stdout.take().expect("stdout was piped");
+    let template = LaunchTemplate::parse(&args.command, &args.env, args.cwd.as_deref())
+        .map_err(|e| UsageError(format!("rootsctl proxy: {e}")))?;
+    let mut launcher = Launcher::new(
+        template,
+        args.workspace.workspace.clone(),
+        Instant::now() + relay::FIRST_LIST_PATIENCE,
+    );
+    // A server that does not take the workspace starts at once, as written; one that does
+    // waits for the daemon's first list.
+    let mut slot = if launcher.templated() {
+        None
+    } else {
+        Some(Running::start(&launcher.plain())?)
+    };
 
     let label = args
         .name
@@ -74,6 +118,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let config = Config {
         mapping,
         host_roots: args.host_roots.into(),
+        templated: launcher.templated(),
         ..Config::new(!args.no_list_changed)
     };
     let mut relay = Relay::new(config, Instant::now());
@@ -94,19 +139,19 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         roots_tx,
     );
 
-    let mut to_server = Outbound::new(server_in);
     let mut to_host = Outbound::new(stdio::stdout());
     let mut host_lines = LineReader::new(stdio::stdin());
-    let mut server_lines = LineReader::new(server_out);
     let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
 
     let mut host_open = true;
-    let mut server_open = true;
+    // The proxy was told to end (SIGTERM, SIGINT): no server is started or restarted any more.
+    let mut ending = false;
     let mut roots_open = true;
     let mut acks_open = true;
-    let mut exited: Option<ExitStatus> = None;
-    let mut escalation: Option<(Instant, Escalation)> = None;
-    let mut output_deadline: Option<Instant> = None;
+    // The last exit of a server that ended the session, or of any server at all.
+    let mut last_exit: Option<ExitStatus> = None;
+    // The proxy's own SIGTERM or SIGINT while no server runs ends it with 128 + the signal.
+    let mut signalled: Option<i32> = None;
     // A state whose only news is the fetch count is reported late: it only dates "last fetched"
     // in `rootsctl sessions`, so a server asking hundreds of times a second costs the daemon one
     // report a second rather than hundreds.
@@ -115,39 +160,73 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     // on each turn of the loop cost more than relaying the line that turned it.
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
 
-    while server_open || exited.is_none() {
+    loop {
         let relay_deadline = relay.next_deadline();
-        let escalate_at = escalation.map(|(at, _)| at).filter(|_| exited.is_none());
-        let output_at = output_deadline.filter(|_| server_open);
-        let wake_at = [relay_deadline, escalate_at, fetch_report_at, output_at]
-            .into_iter()
-            .flatten()
-            .min();
+        let escalate_at = slot
+            .as_ref()
+            .filter(|r| r.exited.is_none())
+            .and_then(|r| r.escalation.map(|(at, _)| at));
+        let output_at = slot
+            .as_ref()
+            .filter(|r| r.open)
+            .and_then(|r| r.output_deadline);
+        let wake_at = [
+            relay_deadline,
+            escalate_at,
+            fetch_report_at,
+            output_at,
+            launcher.deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if let Some(at) = wake_at.map(tokio::time::Instant::from_std)
             && timer.deadline() != at
         {
             timer.as_mut().reset(at);
         }
+        let reads_server = slot.as_ref().is_some_and(|r| r.open) && !to_host.is_full();
+        let reads_host = host_open
+            && launcher.reads_host()
+            && !relay.replaying()
+            && match &slot {
+                Some(running) => !running.to_server.is_full(),
+                // No server: the relay answers the host itself.
+                None => !to_host.is_full(),
+            };
+        // The server's pipes and process, borrowed apart for the select below.
+        let (lines, queue, process) = match slot.as_mut() {
+            Some(r) => (
+                Some(&mut r.lines).filter(|_| r.open),
+                Some(&mut r.to_server),
+                Some(&mut r.server).filter(|_| r.exited.is_none()),
+            ),
+            None => (None, None, None),
+        };
         // Biased: the streams first, in the order a busy session needs them, so that a turn
         // with a line to relay polls nothing else.
         tokio::select! {
             biased;
-            line = server_lines.next_line(), if server_open && !to_host.is_full() => match line {
-                Ok(Some(Line::Complete(line))) => relay.from_server(line, Instant::now()),
-                Ok(Some(Line::TooLong(prefix))) => {
-                    eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
-                    relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
-                }
-                Ok(None) | Err(_) => {
-                    // A server that closed its stdout has ended the session, running or not.
-                    server_open = false;
-                    if exited.is_none() {
-                        to_server.close();
-                        escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
+            line = server_line(lines), if reads_server => {
+                let running = slot.as_mut().expect("a server runs");
+                match line {
+                    // A server being stopped for a restart says nothing to anyone.
+                    Ok(Some(_)) if running.retiring => {}
+                    Ok(Some(Line::Complete(line))) => relay.from_server(line, Instant::now()),
+                    Ok(Some(Line::TooLong(prefix))) => {
+                        eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
+                        relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
+                    }
+                    Ok(None) | Err(_) => {
+                        // A server that closed its stdout has ended the session, running or not.
+                        running.open = false;
+                        if running.exited.is_none() {
+                            running.stop(Instant::now());
+                        }
                     }
                 }
             },
-            line = host_lines.next_line(), if host_open && !to_server.is_full() => match line {
+            line = host_lines.next_line(), if reads_host => match line {
                 Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
                 Ok(Some(Line::TooLong(prefix))) => {
                     eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
@@ -156,12 +235,13 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 Ok(None) | Err(_) => {
                     // MCP's stdio shutdown: close the server's stdin, then escalate if it lingers.
                     host_open = false;
-                    to_server.close();
-                    escalation.get_or_insert((Instant::now() + EXIT_GRACE, Escalation::Term));
+                    if let Some(running) = slot.as_mut() {
+                        running.stop(Instant::now());
+                    }
                 }
             },
             () = to_host.drain() => {}
-            () = to_server.drain() => {}
+            () = server_drain(queue) => {}
             changed = roots.changed(), if roots_open => match changed {
                 Ok(()) => {
                     let snapshot = roots.borrow_and_update().clone();
@@ -189,41 +269,53 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     fetch_report_at = None;
                     states.send_replace(relay.state().clone());
                 }
-                if let Some((_, step)) = escalation.filter(|_| escalate_at.is_some_and(|at| at <= now)) {
-                    match step {
-                        Escalation::Term => {
-                            eprintln!("rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM");
-                            server.signal(SIGTERM);
-                            escalation = Some((now + TERM_GRACE, Escalation::Kill));
-                        }
-                        Escalation::Kill => {
-                            eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
-                            let _ = server.child.start_kill();
-                            escalation = None;
-                        }
+                if let Some(running) = slot.as_mut() {
+                    escalate(running, escalate_at, now);
+                    if output_at.is_some_and(|at| at <= now) {
+                        eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
+                        running.open = false;
                     }
                 }
-                if output_at.is_some_and(|at| at <= now) {
-                    eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
-                    server_open = false;
-                }
             }
-            status = server.wait(), if exited.is_none() => {
-                exited = Some(status?);
-                output_deadline = Some(Instant::now() + OUTPUT_GRACE);
+            status = server_exit(process) => {
+                let running = slot.as_mut().expect("a server runs");
+                running.exited = Some(status?);
+                running.output_deadline = Some(Instant::now() + OUTPUT_GRACE);
             }
-            Some(signal) = signals.next() => {
-                server.signal(signal);
-                if signal != SIGHUP {
-                    // Passed on like the host's stdin closing: if the server ignores it, it is
-                    // killed after the same grace.
-                    escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
+            Some(signal) = signals.next() => match slot.as_mut() {
+                Some(running) => {
+                    running.server.signal(signal);
+                    if signal != SIGHUP {
+                        // Passed on like the host's stdin closing: if the server ignores it, it
+                        // is killed after the same grace.
+                        running.escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
+                        ending = true;
+                    }
                 }
+                None if signal != SIGHUP => signalled = Some(signal),
+                None => {}
             }
         }
+        // A restarted server that ended before answering the replayed initialize failed to start;
+        // the session goes on without it.
+        if let Some(running) = &slot
+            && running.ended()
+            && !launcher.stopping()
+            && launcher.templated()
+            && relay.replaying()
+            && host_open
+        {
+            launcher.failed_to_start(&mut relay, running.exited);
+            slot = None;
+        }
+        launcher.step(&mut relay, &mut slot, host_open && !ending, Instant::now());
         for output in relay.take_output() {
             match output {
-                Output::ToServer(line) => to_server.push(line),
+                Output::ToServer(line) => {
+                    if let Some(running) = slot.as_mut() {
+                        running.to_server.push(line);
+                    }
+                }
                 Output::ToHost(line) => to_host.push(line),
                 Output::State(state) => {
                     states.send_replace(state);
@@ -237,13 +329,51 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 }
             }
         }
+        // The session ends with a server that ended on its own (not one a restart stopped, unless
+        // the host left or the proxy was told to end meanwhile), or with the host once no server
+        // is left.
+        let finished = !host_open || ending;
+        match &slot {
+            Some(running) if running.ended() && (!launcher.stopping() || finished) => {
+                last_exit = running.exited;
+                break;
+            }
+            None if !host_open || signalled.is_some() => break,
+            _ => {}
+        }
     }
     drop(states);
     drop(publications);
     // Everything the server said must reach the host before the proxy exits, unless the host
     // stopped reading.
     let _ = tokio::time::timeout(FINAL_WRITE_GRACE, to_host.finish()).await;
-    Ok(ServerExit::of(
-        exited.expect("the loop ends only once the server exited"),
-    ))
+    Ok(match (last_exit, signalled) {
+        (Some(status), _) => ServerExit::of(status),
+        (None, Some(signal)) => ServerExit((128 + signal).clamp(0, 255) as u8),
+        (None, None) => ServerExit(0),
+    })
+}
+
+/// SIGTERM, then SIGKILL, for a server that does not end when its stdin closes.
+fn escalate(running: &mut Running, escalate_at: Option<Instant>, now: Instant) {
+    let Some((_, step)) = running
+        .escalation
+        .filter(|_| escalate_at.is_some_and(|at| at <= now))
+    else {
+        return;
+    };
+    match step {
+        Escalation::Term => {
+            eprintln!(
+                "rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM"
+            );
+            running.server.signal(SIGTERM);
+            running.escalation = Some((now + TERM_GRACE, Escalation::Kill));
+        }
+        Escalation::Kill => {
+            eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
+            let _ = running.server.child.start_kill();
+            running.escalation = None;
+        }
+    }
 }

@@ -16,6 +16,7 @@ use std::process::Stdio;
 
 use tokio::process::{Child, Command};
 
+use super::template::Launch;
 use crate::errors::SpawnError;
 
 /// The first argument that puts `rootsctl` in its server-starting mode:
@@ -35,10 +36,18 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `command` with piped stdin and stdout and the proxy's stderr.
-    pub fn spawn(command: &[OsString]) -> Result<Self, SpawnError> {
-        let (program, args) = command.split_first().expect("clap requires a command");
-        let resolved = resolve(program)?;
+    /// Starts `launch` (its command line, with its variables set, in its directory) with piped
+    /// stdin and stdout and the proxy's stderr.
+    pub fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
+        let (program, args) = launch.argv.split_first().expect("clap requires a command");
+        let mut resolved = resolve(program)?;
+        if launch.cwd.is_some() && resolved.is_relative() {
+            // The server starts in another directory, where a relative path would name another
+            // program than the one found here.
+            if let Ok(here) = std::env::current_dir() {
+                resolved = here.join(resolved);
+            }
+        }
         let mut cmd = match std::env::current_exe() {
             Ok(rootsctl) => {
                 let mut cmd = Command::new(rootsctl);
@@ -57,6 +66,10 @@ impl Server {
                 cmd
             }
         };
+        cmd.envs(launch.env.iter().map(|(name, value)| (name, value)));
+        if let Some(dir) = &launch.cwd {
+            cmd.current_dir(dir);
+        }
         let child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -79,6 +79,19 @@ fn npm_peer(
     }
 }
 
+/// The pinned `mcp-server-git` from PyPI (tests/interop/requirements.txt), installed in
+/// tests/interop/venv. Fails the test, saying what to run, when it is missing.
+pub fn git_server() -> OsString {
+    let server = package_dir().join("interop/venv/bin/mcp-server-git");
+    assert!(
+        server.is_file(),
+        "{} is missing: run `scripts/interop-python` (scripts/test does), which installs the \
+         Python MCP servers pinned in tests/interop/requirements.txt",
+        server.display()
+    );
+    server.into_os_string()
+}
+
 /// The scripted fake server (`tests/fixtures/fake_mcp_server.py`) in `scenario`, logging what it
 /// receives to `log`.
 pub fn fake_server(scenario: &str, log: &FakeLog) -> Vec<OsString> {

@@ -243,3 +243,27 @@ fn without_a_map_the_daemons_list_passes_as_it_is() {
     );
     assert!(relay.state().withheld.is_empty());
 }
+
+#[test]
+fn a_launch_template_is_expanded_from_the_mapped_paths_and_only_a_visible_change_moves_them() {
+    let mut relay = mapped_relay();
+    assert!(relay.served_paths().is_none(), "no list yet");
+    relay.roots_changed(snapshot(1, &["src/app", "src/big/data", "notes"]), t0());
+    let served = relay.served_paths().expect("a list");
+    // Mapped, the longest HOST_DIR winning, and `notes` (outside every map) withheld.
+    assert_eq!(served.revision, 1);
+    assert_eq!(
+        served.paths,
+        [Path::new("/src/app"), Path::new("/mnt/big/data")]
+    );
+    let generation = served.generation;
+    // A change outside the maps moves the revision (and the count) but not the paths.
+    relay.roots_changed(snapshot(2, &["src/app", "src/big/data", "other"]), t0());
+    let served = relay.served_paths().expect("a list");
+    assert_eq!(served.revision, 2);
+    assert_ne!(served.generation, generation);
+    assert_eq!(
+        served.paths,
+        [Path::new("/src/app"), Path::new("/mnt/big/data")]
+    );
+}

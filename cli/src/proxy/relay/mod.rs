@@ -31,6 +31,9 @@ mod map_tests;
 mod message;
 #[cfg(test)]
 mod properties;
+mod restart;
+#[cfg(test)]
+mod restart_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod scenario;
 mod stateless;
@@ -53,9 +56,11 @@ use rootsd_proto::wire::RootsSnapshot;
 use handshake::Handshake;
 use host_roots::HostSide;
 use message::Msg;
+use restart::Restart;
 use stateless::Stateless;
 
 pub use host_roots::{Publication, PublishAck};
+pub use restart::{REPLAY_PATIENCE, ServedPaths};
 pub use stateless::MAX_MRTR_ROUNDS;
 
 /// How long a request for roots may wait for the daemon's first list before it is answered with
@@ -89,6 +94,9 @@ pub struct Config {
     /// `--host-roots`: what the session does with the host's own roots.
     pub host_roots: HostRootsMode,
     pub host_patience: Duration,
+    /// The server is started with the workspace in its command line, environment or working
+    /// directory, and restarted when a change alters them.
+    pub templated: bool,
 }
 
 impl Config {
@@ -100,6 +108,7 @@ impl Config {
             mapping: None,
             host_roots: HostRootsMode::Replace,
             host_patience: HOST_ROOTS_PATIENCE,
+            templated: false,
         }
     }
 }
@@ -145,6 +154,12 @@ struct Roots {
     /// `{"roots":[…]}` as the server is to see it (with the host's roots merged, mapped),
     /// serialised once per change: `roots/list` is on the hot path.
     json: Vec<u8>,
+    /// The same roots as local paths, for a server started with the workspace in its command
+    /// line, environment or working directory ([`Relay::served_paths`]).
+    paths: Vec<std::path::PathBuf>,
+    /// Counts the changes of `json` or of the revision behind it, so that the proxy expands its
+    /// template only when something moved.
+    generation: u64,
     /// The server was given `json` as it is now: a new revision that leaves it unchanged (a
     /// change outside the `--map`s, a root the host already gave, a change of who holds a root)
     /// leaves the server up to date.
@@ -228,17 +243,27 @@ impl Shared {
             }
             None => &snapshot.roots,
         };
-        let json = match &self.config.mapping {
-            None => roots_json(roots),
+        self.roots.generation += 1;
+        let mapped;
+        let served = match &self.config.mapping {
+            None => roots,
             Some(mapping) => {
-                let mapped = mapping.apply(roots);
-                self.state.withheld = mapped.withheld;
-                roots_json(&mapped.roots)
+                let applied = mapping.apply(roots);
+                self.state.withheld = applied.withheld;
+                mapped = applied.roots;
+                &mapped
             }
         };
+        let json = roots_json(served);
         if json == self.roots.json {
             return false;
         }
+        // Every root the daemon or a host gives is a canonical local file:// URI by now; one that
+        // did not decode could not be named on a command line anyway.
+        self.roots.paths = served
+            .iter()
+            .filter_map(|root| rootsd_proto::root::path_from_uri(&root.uri).ok())
+            .collect();
         self.roots.json = json;
         self.roots.given = false;
         true
@@ -255,6 +280,7 @@ pub struct Relay {
     shared: Shared,
     handshake: Handshake,
     stateless: Stateless,
+    restart: Restart,
     /// The state as last handed out in [`Output::State`].
     reported: SessionState,
 }
@@ -268,10 +294,11 @@ enum After {
 
 impl Relay {
     pub fn new(config: Config, now: Instant) -> Self {
-        let state = SessionState {
+        let mut state = SessionState {
             host_roots: HostRoots::new(config.host_roots),
             ..SessionState::default()
         };
+        state.launch.templated = config.templated;
         Self {
             shared: Shared {
                 config,
@@ -284,6 +311,7 @@ impl Relay {
             },
             handshake: Handshake::default(),
             stateless: Stateless::default(),
+            restart: Restart::default(),
             reported: state,
         }
     }
@@ -312,6 +340,7 @@ impl Relay {
             self.handshake.next_deadline(),
             self.stateless.next_deadline(),
             self.shared.host.next_deadline(),
+            self.restart.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -325,6 +354,7 @@ impl Relay {
         self.release();
         self.handshake.tick(&mut self.shared);
         self.stateless.tick(&mut self.shared);
+        self.replay_tick();
     }
 
     /// What became of a publication of the host's roots (`--host-roots publish`).
@@ -438,6 +468,9 @@ impl Relay {
             // Not a message: nothing to forward, and a blank line is no error to answer.
             return;
         }
+        if side == Side::Host && self.restart.down().is_some() {
+            return self.refuse_host_line(&line);
+        }
         // One scan reads the line: the members of an object, or the elements of a batch; a line
         // that is neither is not ours to judge, and the receiver answers it as it sees fit.
         let whole = json::trimmed(&line);
@@ -504,6 +537,9 @@ impl Relay {
     /// Decides the fate of one message from the host.
     fn host_message(&mut self, msg: &Msg<'_>, after: &mut Vec<After>) -> Fate {
         let method = msg.method();
+        if let Some(method) = method.as_deref() {
+            self.restart.record(msg, method);
+        }
         match (method.as_deref(), msg.id()) {
             (Some("initialize"), Some(id)) => {
                 self.follow(id, false);
@@ -523,6 +559,14 @@ impl Relay {
             (None, Some(id)) if msg.is_response() && self.shared.host.owns(id) => {
                 host_roots::answered(&mut self.shared, msg);
                 after.push(After::HostRootsChanged);
+                Fate::Drop
+            }
+            (None, Some(id))
+                if msg.is_response()
+                    && self.shared.config.templated
+                    && self.restart.answers_old_server(&json::id_key(id)) =>
+            {
+                // The server that asked was restarted away: the new one never asked.
                 Fate::Drop
             }
             (Some("notifications/cancelled"), None) => {
@@ -553,8 +597,17 @@ impl Relay {
                 Fate::Drop
             }
             (Some("notifications/cancelled"), None) => self.handshake.server_cancel(msg),
+            (Some(_), Some(id)) if self.shared.config.templated => {
+                self.restart.server_asked(json::id_key(id));
+                Fate::Keep
+            }
+            (None, Some(id)) if msg.is_response() && self.restart.owns(&json::id_key(id)) => {
+                self.replayed_answer(msg, id)
+            }
             (None, Some(id)) if msg.is_response() => {
-                let followed = self.shared.in_flight.remove(&json::id_key(id));
+                let key = json::id_key(id);
+                let followed = self.shared.in_flight.remove(&key);
+                self.restart.host_answered(&key, msg.is_success());
                 if self
                     .handshake
                     .initialize_response(&mut self.shared, msg, id)

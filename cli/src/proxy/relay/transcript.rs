@@ -34,6 +34,10 @@ const AFTER: &str = "after ";
 const TOO_LONG_FROM_HOST: &str = "too long from host: ";
 const TOO_LONG_FROM_SERVER: &str = "too long from server: ";
 const ACK: &str = "ack #";
+const STARTED: &str = "server started at revision ";
+const RESTARTED: &str = "server restarted at revision ";
+const DOWN: &str = "server down: ";
+const ABORT: &str = "abort in flight: ";
 
 /// Replays the events in `transcript` against a relay configured with `config` and asserts that
 /// the relay's output matches the indented lines of `transcript` exactly.
@@ -61,6 +65,14 @@ pub(super) fn check(config: Config, transcript: &str) {
             relay.line_too_long(Side::Server, prefix.as_bytes(), 16);
         } else if let Some(ack) = line.strip_prefix(ACK) {
             relay.published(publish_ack(ack), now);
+        } else if let Some(revision) = line.strip_prefix(STARTED) {
+            relay.server_started(revision.parse().expect("a revision"), false, now);
+        } else if let Some(revision) = line.strip_prefix(RESTARTED) {
+            relay.server_started(revision.parse().expect("a revision"), true, now);
+        } else if let Some(why) = line.strip_prefix(DOWN) {
+            relay.server_down(why.to_owned());
+        } else if let Some(why) = line.strip_prefix(ABORT) {
+            relay.abort_in_flight(why);
         } else {
             panic!("not an event: {line:?}");
         }
@@ -201,6 +213,19 @@ fn summary(state: &SessionState) -> String {
             String::new()
         };
         parts.push(format!("host={}:{answer}{ignored}", host.mode.name()));
+    }
+    let launch = &state.launch;
+    if launch.templated {
+        parts.push(format!(
+            "launch={}",
+            launch.revision.map_or("-".to_owned(), |r| r.to_string())
+        ));
+        if launch.restarts > 0 {
+            parts.push(format!("restarts={}", launch.restarts));
+        }
+        if let Some(failure) = &launch.failure {
+            parts.push(format!("down={failure:?}"));
+        }
     }
     parts.join(" ")
 }

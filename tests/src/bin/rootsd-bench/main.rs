@@ -18,6 +18,7 @@ mod mcp;
 mod procs;
 mod relay;
 mod report;
+mod restart;
 mod roots_list;
 mod startup;
 mod steady;
@@ -36,8 +37,8 @@ const USAGE: &str = "usage: rootsd-bench [--quick] [--json] [--check] [--only PH
   --quick       fewer samples and smaller N: a check that the benchmark works (under a minute)
   --json        print the results as JSON on stdout (the table goes to stderr)
   --check       exit with status 1 when a target is missed
-  --only PHASE  run one phase (fanout, relay, roots-list, durable, steady, startup), e.g. to
-                profile it
+  --only PHASE  run one phase (fanout, relay, roots-list, durable, steady, startup, restart),
+                e.g. to profile it
 
 Build first: cargo build --release --workspace --bins";
 
@@ -46,13 +47,14 @@ pub struct Mode {
     pub quick: bool,
 }
 
-const PHASES: [&str; 6] = [
+const PHASES: [&str; 7] = [
     "fanout",
     "relay",
     "roots-list",
     "durable",
     "steady",
     "startup",
+    "restart",
 ];
 
 fn main() {
@@ -195,7 +197,11 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
     }
     if phase("startup") {
         eprintln!("start-up");
-        rows.extend(startup::measure(&sandbox, mode, roots)?);
+        rows.extend(startup::measure(&sandbox, mode, roots.clone())?);
+    }
+    if phase("restart") {
+        eprintln!("restart");
+        rows.push(restart::measure(&sandbox, mode, roots)?);
     }
     Ok(rows)
 }

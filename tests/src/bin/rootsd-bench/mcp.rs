@@ -24,6 +24,9 @@ pub enum Via {
     Direct,
     /// `rootsctl proxy --workspace W -- bench-server`.
     Proxy,
+    /// `rootsctl proxy --workspace W -- bench-server {root}`: started from the workspace, and
+    /// restarted when its first root changes.
+    ProxyTemplated,
     /// `limit-relay bench-server`.
     LimitRelay,
 }
@@ -45,10 +48,13 @@ impl Mcp {
         let server = rootsd_tests::bin("bench-server");
         let mut cmd = match via {
             Via::Direct => helper("bench-server"),
-            Via::Proxy => {
+            Via::Proxy | Via::ProxyTemplated => {
                 let mut cmd = sandbox.rootsctl();
                 cmd.args(["proxy", "--workspace", workspace, "--name", "bench", "--"])
                     .arg(&server);
+                if via == Via::ProxyTemplated {
+                    cmd.arg("{root}");
+                }
                 cmd
             }
             Via::LimitRelay => {

@@ -72,6 +72,7 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
                 Via::Direct => direct.push(ms),
                 Via::Proxy => proxied.push(ms),
                 Via::LimitRelay => relayed.push(ms),
+                Via::ProxyTemplated => unreachable!("not in this row's order"),
             }
         }
     }

@@ -1,0 +1,313 @@
+//! When the server starts, and when it is restarted, for a server started with the workspace in
+//! its command line, environment or working directory (`rootsctl proxy -- server {roots}`).
+//!
+//! [`Launcher::step`] runs after every turn of the proxy's loop. It expands the template whenever
+//! the list the server is shown moves ([`Relay::served_paths`]), and compares the result with what
+//! the running server was started with. Only a difference restarts it, in phases:
+//! - draining: the host's lines stay unread (in their pipe, which bounds them) while the requests
+//!   in flight finish, for at most [`DRAIN_GRACE`]; those still open then get an error naming the
+//!   restart;
+//! - stopping: the old server's stdin is closed, then SIGTERM, then SIGKILL, as when the host
+//!   leaves; what it still writes is dropped, and its exit ends nothing;
+//! - starting: the new server starts and the relay replays the host's set-up to it; the host's
+//!   lines are read again once it answered the replayed `initialize`.
+//!
+//! A server that cannot be started (or a `{root}` with no root to name) leaves the session down:
+//! the host's requests get an error saying why, and the next change tries again.
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use rootsd_proto::WorkspaceName;
+use tokio::process::{ChildStdin, ChildStdout};
+
+use super::relay::Relay;
+use super::server::Server;
+use super::stdio::{LineReader, Outbound};
+use super::template::{Launch, LaunchTemplate, NeedsARoot};
+use super::{EXIT_GRACE, Escalation};
+use crate::errors::SpawnError;
+
+/// How long the host's requests in flight may take to finish before a restart goes ahead
+/// without their answers.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(3);
+
+/// One server process and its pipes.
+pub(super) struct Running {
+    pub server: Server,
+    pub to_server: Outbound<ChildStdin>,
+    pub lines: LineReader<ChildStdout>,
+    /// Its stdout is open.
+    pub open: bool,
+    pub exited: Option<ExitStatus>,
+    pub escalation: Option<(Instant, Escalation)>,
+    pub output_deadline: Option<Instant>,
+    /// It is being stopped for a restart: what it writes is dropped, and its end ends nothing.
+    pub retiring: bool,
+}
+
+impl Running {
+    pub fn start(launch: &Launch) -> Result<Self, SpawnError> {
+        let mut server = Server::spawn(launch)?;
+        let stdin = server.child.stdin.take().expect("stdin was piped");
+        let stdout = server.child.stdout.take().expect("stdout was piped");
+        Ok(Self {
+            server,
+            to_server: Outbound::new(stdin),
+            lines: LineReader::new(stdout),
+            open: true,
+            exited: None,
+            escalation: None,
+            output_deadline: None,
+            retiring: false,
+        })
+    }
+
+    /// It exited and its stdout is closed (or no longer waited for).
+    pub fn ended(&self) -> bool {
+        !self.open && self.exited.is_some()
+    }
+
+    /// MCP's stdio shutdown: close its stdin, then escalate if it lingers.
+    pub fn stop(&mut self, now: Instant) {
+        self.to_server.close();
+        self.escalation
+            .get_or_insert((now + EXIT_GRACE, Escalation::Term));
+    }
+}
+
+/// Where a templated session's server stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No list from the daemon yet; it is waited for until then.
+    AwaitingList {
+        until: Instant,
+    },
+    Running,
+    /// A restart waits for the requests in flight, until then.
+    Draining {
+        until: Instant,
+    },
+    /// A restart waits for the old server to end.
+    Stopping,
+    /// No server runs; the next change tries again.
+    Down,
+}
+
+/// The launch template and what became of it.
+pub(super) struct Launcher {
+    template: LaunchTemplate,
+    workspace: WorkspaceName,
+    templated: bool,
+    phase: Phase,
+    /// The expansion of the newest list, with its revision (none when the first list never
+    /// came).
+    desired: Option<(Option<u64>, Result<Launch, NeedsARoot>)>,
+    /// The [`relay::ServedPaths::generation`](super::relay::ServedPaths) expanded last.
+    seen: Option<u64>,
+    /// The generation a failed start was made from: the next one tries again.
+    failed_at: Option<Option<u64>>,
+    /// What the server that runs (or is being stopped) was started with.
+    running: Option<Launch>,
+    started_once: bool,
+}
+
+impl Launcher {
+    /// `first_list_until`: how long the daemon's first list is waited for.
+    pub fn new(
+        template: LaunchTemplate,
+        workspace: WorkspaceName,
+        first_list_until: Instant,
+    ) -> Self {
+        let templated = template.uses_workspace();
+        Self {
+            template,
+            workspace,
+            templated,
+            phase: if templated {
+                Phase::AwaitingList {
+                    until: first_list_until,
+                }
+            } else {
+                Phase::Running
+            },
+            desired: None,
+            seen: None,
+            failed_at: None,
+            running: None,
+            started_once: false,
+        }
+    }
+
+    pub fn templated(&self) -> bool {
+        self.templated
+    }
+
+    /// The command as written, for a server that does not take the workspace.
+    pub fn plain(&self) -> Launch {
+        self.template
+            .expand(&[])
+            .expect("a template without placeholders needs no root")
+    }
+
+    /// Whether the host's lines are read now: not while the first list is awaited, nor during a
+    /// restart.
+    pub fn reads_host(&self) -> bool {
+        matches!(self.phase, Phase::Running | Phase::Down)
+    }
+
+    /// Whether the server's end is expected (a restart stops it) rather than the session's.
+    pub fn stopping(&self) -> bool {
+        self.phase == Phase::Stopping
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::AwaitingList { until } | Phase::Draining { until } => Some(until),
+            Phase::Running | Phase::Stopping | Phase::Down => None,
+        }
+    }
+
+    /// The restarted server ended before it answered the replayed `initialize`: it failed to
+    /// start.
+    pub fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>) {
+        let status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
+        self.down(
+            relay,
+            format!(
+                "the MCP server, restarted for a change of workspace {}, {status} before answering initialize; it is tried again at the next change",
+                self.workspace
+            ),
+        );
+    }
+
+    /// Moves the session on after a turn of the loop: expands the newest list, and starts,
+    /// drains, stops or restarts the server in `slot` as the phase and the expansion say.
+    pub fn step(
+        &mut self,
+        relay: &mut Relay,
+        slot: &mut Option<Running>,
+        host_open: bool,
+        now: Instant,
+    ) {
+        if !self.templated {
+            return;
+        }
+        if let Some(served) = relay.served_paths()
+            && self.seen != Some(served.generation)
+        {
+            self.seen = Some(served.generation);
+            self.desired = Some((Some(served.revision), self.template.expand(served.paths)));
+        }
+        if !host_open {
+            // Nothing starts for a host that left; the server there is stopping already.
+            return;
+        }
+        let current = self
+            .desired
+            .as_ref()
+            .is_some_and(|(_, want)| want.as_ref().ok() == self.running.as_ref());
+        match self.phase {
+            Phase::AwaitingList { until } => {
+                if self.desired.is_none() && now >= until {
+                    self.desired = Some((None, self.template.expand(&[])));
+                }
+                if self.desired.is_some() {
+                    self.start(relay, slot, now);
+                }
+            }
+            Phase::Running => match &self.desired {
+                Some((Some(revision), _)) if current => relay.launch_current(*revision),
+                Some((None, _)) if current => {}
+                Some(_) => {
+                    self.phase = Phase::Draining {
+                        until: now + DRAIN_GRACE,
+                    };
+                    self.step(relay, slot, host_open, now);
+                }
+                None => {}
+            },
+            Phase::Draining { until } => {
+                if current {
+                    // The change was undone before the server was stopped.
+                    self.phase = Phase::Running;
+                } else if relay.in_flight() == 0 || now >= until {
+                    relay.abort_in_flight(&format!(
+                        "rootsctl proxy restarted the MCP server before it answered, because a change of workspace {} changed its command line; send the request again",
+                        self.workspace
+                    ));
+                    if let Some(running) = slot {
+                        running.retiring = true;
+                        running.stop(now);
+                    }
+                    self.phase = Phase::Stopping;
+                    self.step(relay, slot, host_open, now);
+                }
+            }
+            Phase::Stopping => {
+                if slot.as_ref().is_none_or(Running::ended) {
+                    *slot = None;
+                    self.running = None;
+                    self.start(relay, slot, now);
+                }
+            }
+            Phase::Down => {
+                if self.failed_at != Some(self.seen) {
+                    self.start(relay, slot, now);
+                }
+            }
+        }
+    }
+
+    /// Starts the server the newest list expands to, or leaves the session down saying why.
+    fn start(&mut self, relay: &mut Relay, slot: &mut Option<Running>, now: Instant) {
+        let Some((revision, want)) = self.desired.clone() else {
+            return;
+        };
+        let ws = &self.workspace;
+        let launch = match want {
+            Ok(launch) => launch,
+            Err(NeedsARoot) => {
+                let why = if revision.is_some() {
+                    format!(
+                        "workspace {ws} has no root, and the MCP server is started with one ({{root}}): run `rootsctl add -w {ws} PATH`, and it starts"
+                    )
+                } else {
+                    format!(
+                        "rootsctl proxy has not received workspace {ws}'s roots from rootsd (see `rootsctl doctor`), and the MCP server is started with one ({{root}}); it starts once they arrive"
+                    )
+                };
+                return self.down(relay, why);
+            }
+        };
+        match Running::start(&launch) {
+            Ok(running) => {
+                *slot = Some(running);
+                relay.server_started(revision.unwrap_or(0), self.started_once, now);
+                self.running = Some(launch);
+                self.started_once = true;
+                self.failed_at = None;
+                self.phase = Phase::Running;
+            }
+            Err(error) => {
+                let dir = launch
+                    .cwd
+                    .as_ref()
+                    .map(|d| format!(" in {d:?}"))
+                    .unwrap_or_default();
+                self.down(
+                    relay,
+                    format!("{error}{dir}; it is tried again at the next change of workspace {ws}"),
+                );
+            }
+        }
+    }
+
+    fn down(&mut self, relay: &mut Relay, why: String) {
+        eprintln!("rootsctl proxy: {why}");
+        relay.server_down(why);
+        self.running = None;
+        self.failed_at = Some(self.seen);
+        self.phase = Phase::Down;
+    }
+}
