@@ -29,6 +29,9 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// A JSON-RPC method of the control protocol.
 pub trait Method {
     const NAME: &'static str;
+    /// What calling it does to the roots sessions see; the daemon checks the caller's role
+    /// against it.
+    const EFFECT: Effect;
     type Params: Serialize + DeserializeOwned;
     type Result: Serialize + DeserializeOwned;
 }
@@ -184,12 +187,66 @@ pub struct Incoming {
     pub error: Option<ErrorObject>,
 }
 
+/// What a method does to the roots sessions see, which decides who may call it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// It reads, or touches only the caller's own connection or session: every admitted peer
+    /// may call it.
+    Reads,
+    /// It changes a workspace's roots, which every session of the workspace sees: it takes a
+    /// peer whose role may change roots, and a read-only member of a shared service is refused
+    /// ([`code::FORBIDDEN`]).
+    ChangesRoots,
+}
+
+/// One method the daemon serves, as its dispatch looks it up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodInfo {
+    pub name: &'static str,
+    pub effect: Effect,
+}
+
+/// Every method a client may send the daemon, each with its [`Effect`]. The daemon dispatches
+/// only what this table names, and checks the caller's role against its effect before anything
+/// else, so a method cannot be served without saying whether it changes roots.
+pub const METHODS: &[MethodInfo] = &[
+    method_info::<Hello>(),
+    method_info::<ListRoots>(),
+    method_info::<AddRoots>(),
+    method_info::<RemoveRoots>(),
+    method_info::<ListWorkspaces>(),
+    method_info::<Status>(),
+    method_info::<Watch>(),
+    method_info::<RegisterSession>(),
+    method_info::<UpdateSession>(),
+    method_info::<PublishRoots>(),
+    method_info::<ListSessions>(),
+    method_info::<WaitForSessions>(),
+    method_info::<Log>(),
+];
+
+/// The table's entry for `M`.
+pub const fn method_info<M: Method>() -> MethodInfo {
+    MethodInfo {
+        name: M::NAME,
+        effect: M::EFFECT,
+    }
+}
+
+/// The entry of the method named `name`, if the daemon serves one.
+pub fn method_named(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|info| info.name == name)
+}
+
+/// Declares a method: its type, wire name, params, result and [`Effect`]. The effect has no
+/// default, so a new method says what it does to the roots where it is declared.
 macro_rules! method {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty, $effect:ident) => {
         $(#[$doc])*
         pub enum $ty {}
         impl Method for $ty {
             const NAME: &'static str = $name;
+            const EFFECT: Effect = Effect::$effect;
             type Params = $params;
             type Result = $result;
         }
@@ -198,65 +255,68 @@ macro_rules! method {
 
 method!(
     /// `hello`: the first request on every connection; checks protocol versions.
-    Hello, "hello", HelloParams, HelloResult
+    Hello, "hello", HelloParams, HelloResult, Reads
 );
 method!(
     /// `roots.list`: the roots of one workspace, in insertion order, each with its origin.
-    ListRoots, "roots.list", WorkspaceParams, RootsListing
+    ListRoots, "roots.list", WorkspaceParams, RootsListing, Reads
 );
 method!(
     /// `roots.add`: adds roots to a workspace, or renames existing ones; atomic.
-    AddRoots, "roots.add", AddParams, ChangeResult
+    AddRoots, "roots.add", AddParams, ChangeResult, ChangesRoots
 );
 method!(
     /// `roots.remove`: removes roots by URI or name; atomic, and nothing changes if any target is
     /// unknown.
-    RemoveRoots, "roots.remove", RemoveParams, ChangeResult
+    RemoveRoots, "roots.remove", RemoveParams, ChangeResult, ChangesRoots
 );
 method!(
     /// `workspaces.list`: every workspace that has roots or sessions.
-    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult
+    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult, Reads
 );
 method!(
     /// `status`: what the daemon is and how it is doing.
-    Status, "status", EmptyParams, StatusResult
+    Status, "status", EmptyParams, StatusResult, Reads
 );
 method!(
     /// `watch`: subscribe this connection to [`RootsChanged`] notifications.
-    Watch, "watch", WatchParams, WatchResult
+    Watch, "watch", WatchParams, WatchResult, Reads
 );
 method!(
     /// `session.register`: this connection is an MCP session (a `rootsctl proxy`); the daemon
-    /// pushes [`RootsChanged`] for its workspace until the connection closes.
-    RegisterSession, "session.register", RegisterParams, RegisterResult
+    /// pushes [`RootsChanged`] for its workspace until the connection closes. It changes no
+    /// roots: members of a shared service attach sessions too.
+    RegisterSession, "session.register", RegisterParams, RegisterResult, Reads
 );
 method!(
     /// `session.update` (usually a notification): the session's whole state, which replaces what
     /// the daemon held.
-    UpdateSession, "session.update", SessionState, EmptyResult
+    UpdateSession, "session.update", SessionState, EmptyResult, Reads
 );
 method!(
     /// `session.publish`: the host's whole current list of roots, which the session publishes
     /// into its workspace (`rootsctl proxy --host-roots publish`) in place of what it published
-    /// before. Acknowledged once durable.
-    PublishRoots, "session.publish", PublishParams, PublishResult
+    /// before. Acknowledged once durable. Every session of the workspace sees them, so it
+    /// changes roots like `roots.add`.
+    PublishRoots, "session.publish", PublishParams, PublishResult, ChangesRoots
 );
 method!(
     /// `sessions.list`: every live MCP session.
-    ListSessions, "sessions.list", EmptyParams, SessionsResult
+    ListSessions, "sessions.list", EmptyParams, SessionsResult, Reads
 );
 method!(
     /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
     /// when the timeout passes.
-    WaitForSessions, "wait", WaitParams, WaitResult
+    WaitForSessions, "wait", WaitParams, WaitResult, Reads
 );
 method!(
     /// `log`: the recorded changes, newest first: what each did, when, and who made it.
-    Log, "log", LogParams, LogResult
+    Log, "log", LogParams, LogResult, Reads
 );
 method!(
-    /// `roots.changed` (daemon → client notification): a workspace's roots changed.
-    RootsChanged, "roots.changed", RootsSnapshot, EmptyResult
+    /// `roots.changed` (daemon → client notification): a workspace's roots changed. Not in
+    /// [`METHODS`]: the daemon sends it and serves it to nobody.
+    RootsChanged, "roots.changed", RootsSnapshot, EmptyResult, Reads
 );
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
