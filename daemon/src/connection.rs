@@ -342,7 +342,11 @@ impl<'a> ConnectionState<'a> {
             }
             // Every admitted peer may read the log, as it may read the roots: on a shared
             // service, who changed the roots everyone works in is the members' business too.
-            Log::NAME => reply::<Log>(self.registry.log(&parse::<Log>(params)?)),
+            Log::NAME => {
+                let params = parse::<Log>(params)?;
+                crate::history::check(&params)?;
+                reply::<Log>(self.registry.log(&params))
+            }
             // In the table but without an arm: `connection_tests` fails on it.
             other => Err(unknown_method(other)),
         }
