@@ -311,7 +311,7 @@ impl<'a> ConnectionState<'a> {
                     ));
                 }
                 let peer = self.peer_of_changes();
-                let mut session = self.registry.register_session(params, peer).await;
+                let mut session = self.registry.register_session(params, peer).await?;
                 let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update().snapshot);
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
@@ -331,10 +331,9 @@ impl<'a> ConnectionState<'a> {
                 reply::<PublishRoots>(self.registered()?.publish(params.roots).await?)
             }
             ListSessions::NAME => {
-                parse::<ListSessions>(params)?;
-                reply::<ListSessions>(SessionsResult {
-                    sessions: self.registry.sessions(),
-                })
+                let params = parse::<ListSessions>(params)?;
+                let (sessions, more) = self.registry.sessions(params.after);
+                reply::<ListSessions>(SessionsResult { sessions, more })
             }
             WaitForSessions::NAME => {
                 let params = parse::<WaitForSessions>(params)?;

@@ -47,6 +47,7 @@ pub mod provenance;
 pub mod reconcile;
 pub mod registry;
 pub mod server;
+pub mod session_bounds;
 pub mod socket;
 pub mod store;
 pub mod systemd;

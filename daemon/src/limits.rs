@@ -74,3 +74,38 @@ pub const LOG_PAGE_BYTES: usize = 256 * 1024;
 /// boundary. The client's name comes from the client itself and could otherwise be as long as
 /// a line.
 pub const HISTORY_TEXT_BYTES: usize = 256;
+
+/// How many bytes of each text a session's report carries for display (its label, its server's
+/// name and version) the daemon keeps; longer ones are cut at a character boundary. They come
+/// from the proxy's command line and from an MCP server nobody vets, and are only ever shown,
+/// so cutting loses nothing a rule depends on, where refusing would leave the session's report
+/// unapplied (`session.update` is a notification nobody answers) and the daemon's view of the
+/// session stale.
+pub const SESSION_TEXT_BYTES: usize = 256;
+
+/// How many bytes of a session's negotiated MCP protocol version the daemon keeps (real ones
+/// are dates, `2025-11-25`); cut like [`SESSION_TEXT_BYTES`].
+pub const SESSION_PROTOCOL_VERSION_BYTES: usize = 64;
+
+/// How many bytes of withheld roots (URI and name, `rootsctl proxy --map`) one session's report
+/// lists; the rest are counted, not listed, as the proxy itself does past 16 of them.
+pub const SESSION_WITHHELD_BYTES: usize = 4 * 1024;
+
+/// The most live sessions the daemon holds. With every field at its bound a session's record
+/// is under 6 KiB, so the table stays under 48 MiB; past it `session.register` is refused
+/// (`-32010`) naming this limit.
+pub const MAX_SESSIONS: usize = 8_192;
+
+/// The most sessions one user other than the daemon's own and root may hold, so that a member
+/// of a shared service cannot take the table.
+pub const SESSIONS_PER_UID: usize = 1_024;
+
+/// How many of [`MAX_SESSIONS`] only the daemon's own user and root may take: other users
+/// together stop short of them, so the owner can always attach a session.
+pub const SESSIONS_RESERVED: usize = 1_024;
+
+/// How many bytes of sessions (as JSON) one `sessions.list` answer carries beyond its first; a
+/// session is at most about 36 KiB of JSON even if every byte of its texts is escaped, so an
+/// answer stays well inside the line limit (`rootsd_proto::wire::MAX_LINE_BYTES`, 1 MiB) however
+/// many sessions there are. The client asks for the next page.
+pub const SESSIONS_PAGE_BYTES: usize = 256 * 1024;

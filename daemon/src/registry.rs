@@ -28,6 +28,7 @@ use crate::history;
 use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
+use crate::session_bounds;
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -370,8 +371,31 @@ impl Registry {
         changed.into()
     }
 
-    /// Registers an MCP session and subscribes it to its workspace's snapshots.
-    pub async fn register_session(&self, params: RegisterParams, peer: PeerV1) -> Session<'_> {
+    /// Registers an MCP session and subscribes it to its workspace's snapshots, unless the
+    /// table is full or `peer`'s user holds its share ([`session_bounds::admit`]). What the
+    /// session reports is kept within its bounds.
+    pub async fn register_session(
+        &self,
+        params: RegisterParams,
+        peer: PeerV1,
+    ) -> Result<Session<'_>, RequestError> {
+        {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            let our_uid = rustix::process::geteuid().as_raw();
+            let privileged = |uid: u32| uid == our_uid || uid == 0;
+            let of_uid = sessions.values().filter(|s| s.peer.uid == peer.uid).count();
+            let of_others = sessions
+                .values()
+                .filter(|s| !privileged(s.peer.uid))
+                .count();
+            session_bounds::admit(
+                peer.uid,
+                privileged(peer.uid),
+                sessions.len(),
+                of_uid,
+                of_others,
+            )?;
+        }
         let receiver = {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
@@ -383,11 +407,11 @@ impl Registry {
         };
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
         let record = SessionRecord {
-            label: params.label,
+            label: session_bounds::label(params.label),
             pid: params.pid,
             workspace: params.workspace,
             last_fetch_unix: (params.state.fetches > 0).then(crate::clock::unix_secs),
-            state: params.state,
+            state: session_bounds::state(params.state),
             connected: Instant::now(),
             published: false,
             declined: BTreeSet::new(),
@@ -398,19 +422,19 @@ impl Registry {
             .expect("sessions lock")
             .insert(id, record);
         self.counts_changed();
-        Session {
+        Ok(Session {
             registry: self,
             id,
             receiver,
-        }
+        })
     }
 
-    pub fn sessions(&self) -> Vec<SessionInfo> {
+    /// The sessions after id `after` (from the first if `None`), as many as fit in one answer,
+    /// and whether more follow.
+    pub fn sessions(&self, after: Option<u64>) -> (Vec<SessionInfo>, bool) {
         let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .iter()
-            .map(|(id, s)| session_info(*id, s))
-            .collect()
+        let from = after.map_or(0, |id| id.saturating_add(1));
+        session_bounds::page(sessions.range(from..).map(|(id, s)| session_info(*id, s)))
     }
 
     pub fn session_count(&self) -> usize {
@@ -506,7 +530,7 @@ impl Session<'_> {
             if state.fetches > record.state.fetches {
                 record.last_fetch_unix = Some(crate::clock::unix_secs());
             }
-            record.state = state;
+            record.state = session_bounds::state(state);
         });
         self.registry.progress.notify_waiters();
     }

@@ -109,6 +109,10 @@ pub mod code {
     /// The daemon is at one of its limits (the memory its clients' unfinished lines may hold);
     /// sent with `"id": null`, and then the connection closes. Retrying later may succeed.
     pub const BUSY: i64 = -32009;
+    /// The request would take the daemon past one of its limits (`daemon/src/limits.rs`): a
+    /// workspace's roots or bytes, the workspaces, the session table or a user's share of it.
+    /// The message names the limit; nothing was changed and the connection stays open.
+    pub const LIMIT: i64 = -32010;
 }
 
 impl ErrorObject {
@@ -301,8 +305,8 @@ method!(
     PublishRoots, "session.publish", PublishParams, PublishResult, ChangesRoots
 );
 method!(
-    /// `sessions.list`: every live MCP session.
-    ListSessions, "sessions.list", EmptyParams, SessionsResult, Reads
+    /// `sessions.list`: the live MCP sessions, by id, in pages that fit a line.
+    ListSessions, "sessions.list", SessionsParams, SessionsResult, Reads
 );
 method!(
     /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
@@ -598,9 +602,23 @@ pub struct SessionInfo {
     pub host_roots: HostRoots,
 }
 
+/// `sessions.list` params: every field optional; none means the first page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsParams {
+    /// Only sessions with a higher id: the next page after a result whose `more` was true, from
+    /// its last session's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsResult {
+    /// By id, lowest first.
     pub sessions: Vec<SessionInfo>,
+    /// More sessions follow these (past what fits in one answer): ask again with `after` set
+    /// to the last one's id. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
