@@ -52,3 +52,4 @@ pub mod socket;
 pub mod store;
 pub mod systemd;
 pub mod users;
+pub mod workspace_bounds;

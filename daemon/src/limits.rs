@@ -91,14 +91,14 @@ pub const SESSION_PROTOCOL_VERSION_BYTES: usize = 64;
 /// lists; the rest are counted, not listed, as the proxy itself does past 16 of them.
 pub const SESSION_WITHHELD_BYTES: usize = 4 * 1024;
 
-/// The most live sessions the daemon holds. With every field at its bound a session's record
-/// is under 6 KiB, so the table stays under 48 MiB; past it `session.register` is refused
-/// (`-32010`) naming this limit.
-pub const MAX_SESSIONS: usize = 8_192;
+/// The most live sessions the daemon holds: one per connection at most ([`MAX_CONNECTIONS`]).
+/// With every field at its bound a session's record is under 6 KiB, so the table stays under
+/// 96 MiB; past it `session.register` is refused (`-32010`) naming this limit.
+pub const MAX_SESSIONS: usize = MAX_CONNECTIONS;
 
 /// The most sessions one user other than the daemon's own and root may hold, so that a member
 /// of a shared service cannot take the table.
-pub const SESSIONS_PER_UID: usize = 1_024;
+pub const SESSIONS_PER_UID: usize = 2_048;
 
 /// How many of [`MAX_SESSIONS`] only the daemon's own user and root may take: other users
 /// together stop short of them, so the owner can always attach a session.
@@ -109,3 +109,28 @@ pub const SESSIONS_RESERVED: usize = 1_024;
 /// answer stays well inside the line limit (`rootsd_proto::wire::MAX_LINE_BYTES`, 1 MiB) however
 /// many sessions there are. The client asks for the next page.
 pub const SESSIONS_PAGE_BYTES: usize = 256 * 1024;
+
+/// The most roots one workspace holds, whoever adds them (by hand or a session's
+/// publication). A change that would take a workspace past it is refused (`-32010`) naming the
+/// limit; one that leaves a workspace no larger is always taken, so a store from before the limit
+/// keeps working.
+pub const MAX_WORKSPACE_ROOTS: usize = 4_096;
+
+/// The most bytes a workspace's list may take as `roots.list` answers it: the JSON of every root
+/// with its URI, name and origins (each publishing session's label included), exactly as
+/// serde_json writes it. Refused past it like [`MAX_WORKSPACE_ROOTS`].
+///
+/// The arithmetic that makes every line carrying a whole list fit: a `roots.list` answer is this
+/// list plus its envelope (the workspace's name, at most 64 bytes, the revision, the echoed id:
+/// well under 1 KiB for any client of ours), so at most 513 KiB; a `roots.changed` push carries
+/// the same roots without their origins, so less; both are under
+/// `rootsd_proto::wire::MAX_LINE_BYTES` (1 MiB), the line both sides promise to take, with room
+/// to spare, and rootsctl's reader (used by `list`, `watch` and the proxy's daemon link) takes
+/// 16 times that. A history entry lists at most [`HISTORY_ENTRY_ROOT_BYTES`] of a change's roots
+/// and a journal record holds one workspace, so neither grows past these either.
+pub const MAX_WORKSPACE_BYTES: usize = 512 * 1024;
+
+/// The most workspaces that hold roots. With each at its bounds, the roots the daemon holds stay
+/// under 128 MiB (each also in the journal's snapshot and the database). A change giving roots to
+/// a new workspace past it is refused like [`MAX_WORKSPACE_ROOTS`].
+pub const MAX_WORKSPACES: usize = 256;

@@ -29,6 +29,7 @@ use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
 use crate::session_bounds;
+use crate::workspace_bounds;
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -313,12 +314,16 @@ impl Registry {
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
-    /// durable; then it is acknowledged.
+    /// durable; then it is acknowledged. Every change a peer asks for comes here, so this is
+    /// where a change that would take its workspace past a bound is refused
+    /// ([`workspace_bounds`]), whatever its source.
     async fn commit<T>(
         &self,
         plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
     ) -> Result<T, RequestError> {
-        let (result, ticket) = self.committer.write(plan)?;
+        let (result, ticket) = self
+            .committer
+            .write(|pending| workspace_bounds::check(pending, plan(pending)?))?;
         if let Some(ticket) = ticket {
             match ticket.await {
                 Ok(Ok(())) => {}

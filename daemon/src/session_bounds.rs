@@ -149,7 +149,7 @@ mod tests {
         let share = admit(2000, false, 5000, SESSIONS_PER_UID, SESSIONS_PER_UID).unwrap_err();
         assert_eq!(share.code, code::LIMIT);
         assert!(
-            share.message.contains("SESSIONS_PER_UID = 1024"),
+            share.message.contains("SESSIONS_PER_UID = 2048"),
             "{}",
             share.message
         );
@@ -163,7 +163,7 @@ mod tests {
         assert!(admit(1000, true, reserve, reserve, reserve).is_ok());
         let full = admit(1000, true, MAX_SESSIONS, 0, 0).unwrap_err();
         assert!(
-            full.message.contains("MAX_SESSIONS = 8192"),
+            full.message.contains("MAX_SESSIONS = 16384"),
             "{}",
             full.message
         );
