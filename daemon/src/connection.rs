@@ -41,6 +41,7 @@ pub async fn serve(
     info: Arc<DaemonInfo>,
     input: Arc<Budget>,
     shutdown: CancellationToken,
+    idle_timeout: Duration,
 ) {
     let _client = registry.client_connected();
     let mut lines = LineReader::new(&input);
@@ -54,7 +55,11 @@ pub async fn serve(
         feed: None,
     };
     let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
+    let mut idle_deadline = tokio::time::Instant::now() + idle_timeout;
     loop {
+        // Only a greeted connection that waits for nothing the daemon sends can be idle: a
+        // session or a watcher waits for pushes, rightly for hours.
+        let may_idle = state.author.is_some() && state.session.is_none() && state.feed.is_none();
         let event = match lines.next_buffered() {
             Some(line) => Event::Line(line),
             None => tokio::select! {
@@ -62,6 +67,15 @@ pub async fn serve(
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep_until(hello_deadline), if state.author.is_none() => {
                     tracing::debug!("closing a connection that did not say hello in time");
+                    break;
+                }
+                () = tokio::time::sleep_until(idle_deadline), if may_idle => {
+                    tracing::debug!("closing a connection idle with nothing registered or subscribed");
+                    let line = failure_line(None, &ErrorObject::new(code::BUSY, format!(
+                        "closing this connection: idle for {} s with no session registered and no watch: reconnect when you need rootsd again",
+                        idle_timeout.as_secs_f64()
+                    )));
+                    let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
                     break;
                 }
                 () = sleep_until(lines.deadline()) => Event::Line(Err(FramingError::Unfinished)),
@@ -83,10 +97,14 @@ pub async fn serve(
                 let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
                 break;
             }
-            Event::Line(Ok(line)) => match state.handle_line(&line).await {
-                Some(response) => Outgoing::Owned(response),
-                None => continue,
-            },
+            Event::Line(Ok(line)) => {
+                let response = state.handle_line(&line).await;
+                idle_deadline = tokio::time::Instant::now() + idle_timeout;
+                match response {
+                    Some(response) => Outgoing::Owned(response),
+                    None => continue,
+                }
+            }
         };
         if let Err(err) = write_line(&stream, outgoing.as_bytes(), &shutdown).await {
             tracing::debug!(%err, "closing a connection that does not take what is written to it");

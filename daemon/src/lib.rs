@@ -48,6 +48,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod server;
 pub mod session_bounds;
+pub mod shares;
 pub mod socket;
 pub mod store;
 pub mod systemd;

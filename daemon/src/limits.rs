@@ -18,6 +18,25 @@ use std::time::Duration;
 /// thousands of sessions; past it, new connections wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 16_384;
 
+/// The most connections one user other than the daemon's own and root may hold (a member of a
+/// shared service); past it, a new one is told so (`-32009`) and closed.
+pub const CONNECTIONS_PER_UID: usize = 2_048;
+
+/// How many of [`MAX_CONNECTIONS`] only the daemon's own user and root may take: other users
+/// together stop short of them, so the owner can always connect.
+pub const CONNECTIONS_RESERVED: usize = 1_024;
+
+/// How many refused connections are told why at once; past it, a refused connection is closed
+/// without a word. A refusal holds no connection slot, so a peer flooding the socket with
+/// connections it will be refused cannot use up the reserve either.
+pub const REFUSALS_AT_ONCE: usize = 64;
+
+/// How long a greeted connection that has registered no session and subscribed to nothing may
+/// stay idle (no request) before it is closed: a client that wants pushes says so; any other
+/// one-off client (rootsctl add, list, status) is done in milliseconds. It is told why
+/// (`-32009`, `"id": null`) and may reconnect. `server::run_tuned` takes another value, for tests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How long a new connection may take to say hello before it is closed.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -166,3 +166,54 @@ fn a_members_session_publish_is_refused_and_nothing_reaches_the_workspace() {
     let log = sb.ctl_ok(&["log", "--json"]);
     assert!(!log.contains("planted-etc"), "{log}");
 }
+
+#[test]
+fn a_member_holding_connections_gets_its_share_and_the_admin_and_the_owner_still_get_in() {
+    require_root("real users and groups");
+    const SHARE: usize = 2048;
+    rootsd_tests::raise_fd_limit(2 * SHARE as u64 + 512).expect("raise the open-file limit");
+    let member = account("rootsd-test-member", &[MEMBERS]);
+    let admin = account("rootsd-test-admin", &[MEMBERS, ADMINS]);
+    let sb = Sandbox::new();
+    let _daemon = shared_service(&sb);
+    let rootsctl = share_binary(&sb, "rootsctl");
+    let peer = share_binary(&sb, "rootsd-peer");
+    // The member opens as many greeted connections as it can, and holds them.
+    let mut holder = member.command(&peer);
+    holder
+        .arg(&sb.socket)
+        .args(["--hold", &(SHARE + 100).to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = holder.spawn().expect("start the member's holder");
+    let _stdin = child.stdin.take();
+    let said = lines_of(child.stdout.take().unwrap());
+    let _holder = Reaped(child);
+    let held = next_matching(&said, "saying how many it holds", |l| {
+        l.starts_with("held ")
+    });
+    assert_eq!(held, format!("held {SHARE}"));
+    let refused = next_matching(&said, "with the refusal", |l| l.starts_with("refused "));
+    let refusal: Value = serde_json::from_str(refused.trim_start_matches("refused ")).unwrap();
+    assert_eq!(refusal["error"]["code"], json!(-32009), "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("uid {} holds {SHARE} connections", member.uid))
+            && message.contains("CONNECTIONS_PER_UID"),
+        "{message}"
+    );
+    // Meanwhile the admin and root (the owner's stand-in here) work as usual.
+    let project = sb.mkdir("project");
+    let added = output_within(&mut rootsctl_as(
+        &admin,
+        &rootsctl,
+        &sb.socket,
+        &["add", project.to_str().unwrap()],
+    ));
+    assert_exit(&added, 0, "the admin adds while the member holds its share");
+    let status: Value = serde_json::from_str(&sb.ctl_ok(&["status", "--json"])).unwrap();
+    assert!(
+        status["clients"].as_u64().unwrap() > SHARE as u64,
+        "{status}"
+    );
+}
