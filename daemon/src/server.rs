@@ -7,7 +7,7 @@ use std::time::Duration;
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use rootsd_proto::wire::{ErrorObject, code};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -63,6 +63,21 @@ pub async fn run_tuned(
     shutdown: CancellationToken,
     tuning: Tuning,
 ) -> Result<(), StoreError> {
+    let (_none, replacements) = mpsc::channel(1);
+    run_replaceable(listener, replacements, registry, info, shutdown, tuning).await
+}
+
+/// [`run_tuned`], taking each listener `replacements` delivers in place of the one it accepts
+/// on: the socket bound anew after its file went away (SIGHUP, [`crate::socket::rebind`]).
+/// Connections accepted before go on.
+pub async fn run_replaceable(
+    mut listener: Listener,
+    mut replacements: mpsc::Receiver<Listener>,
+    registry: Arc<Registry>,
+    info: DaemonInfo,
+    shutdown: CancellationToken,
+    tuning: Tuning,
+) -> Result<(), StoreError> {
     let info = Arc::new(info);
     let tracker = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -77,6 +92,11 @@ pub async fn run_tuned(
         };
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
+            Some(replacement) = replacements.recv() => {
+                tracing::info!("accepting on the socket bound anew");
+                listener = replacement;
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(stream) => stream,
                 Err(err) => {
