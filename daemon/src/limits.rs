@@ -149,7 +149,14 @@ pub const MAX_WORKSPACE_ROOTS: usize = 4_096;
 /// and a journal record holds one workspace, so neither grows past these either.
 pub const MAX_WORKSPACE_BYTES: usize = 512 * 1024;
 
-/// The most workspaces that hold roots. With each at its bounds, the roots the daemon holds stay
-/// under 128 MiB (each also in the journal's snapshot and the database). A change giving roots to
-/// a new workspace past it is refused like [`MAX_WORKSPACE_ROOTS`].
+/// The most workspaces that hold roots. A change giving roots to a new workspace past it is
+/// refused like [`MAX_WORKSPACE_ROOTS`].
 pub const MAX_WORKSPACES: usize = 256;
+
+/// The most bytes the lists of every workspace may take together, measured as
+/// [`MAX_WORKSPACE_BYTES`] is. The daemon holds its roots several times over (the committed and
+/// the pending state, each workspace's published snapshot and its line, the journal's snapshot
+/// while it compacts, sled's cache), so this is what bounds the memory roots take: 256
+/// workspaces at their own bound (128 MiB of lists) took 1,072 MiB of RSS
+/// (`scripts/reliability/publications.py --fill`, before this bound). Refused like the others.
+pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;

@@ -44,6 +44,8 @@ pub struct Registry {
     progress: Notify,
     clients: AtomicUsize,
     started: Instant,
+    /// Each workspace's measured size, for the bound on all of them together.
+    sizes: workspace_bounds::Sizes,
 }
 
 /// What tells connections about durable changes; the commit thread calls it, in order.
@@ -141,6 +143,7 @@ impl Registry {
             progress: Notify::new(),
             clients: AtomicUsize::new(0),
             started: Instant::now(),
+            sizes: workspace_bounds::Sizes::default(),
         })
     }
 
@@ -323,7 +326,7 @@ impl Registry {
     ) -> Result<T, RequestError> {
         let (result, ticket) = self
             .committer
-            .write(|pending| workspace_bounds::check(pending, plan(pending)?))?;
+            .write(|pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes))?;
         if let Some(ticket) = ticket {
             match ticket.await {
                 Ok(Ok(())) => {}

@@ -1,33 +1,66 @@
 //! What a change may make a workspace: at most [`MAX_WORKSPACE_ROOTS`] roots and
-//! [`MAX_WORKSPACE_BYTES`] of listing, in at most [`MAX_WORKSPACES`] workspaces with roots.
+//! [`MAX_WORKSPACE_BYTES`] of listing, in at most [`MAX_WORKSPACES`] workspaces with roots, all
+//! of them together at most [`MAX_TOTAL_BYTES`].
 //! Checked on every planned change of every source (by hand, a session's publication), in
 //! [`crate::registry`]'s one commit path; a change that does not grow a workspace always passes.
 
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Mutex;
 
 use rootsd_proto::wire::{ListedRoot, code};
 use rootsd_proto::{Root, WorkspaceName};
 
 use crate::committer::Plan;
 use crate::error::RequestError;
-use crate::limits::{MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
+use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
 use crate::model::{Contents, StoredWorkspaceV1};
 use crate::provenance;
 
-/// `plan`, unless the change it writes takes its workspace past a bound.
-pub fn check<T>(pending: &Contents, plan: Plan<T>) -> Result<Plan<T>, RequestError> {
+/// Each workspace's listing size at the revision it was measured, so that the total over every
+/// workspace is summed without measuring each of them on every change: a change to one
+/// workspace measures that one.
+#[derive(Default)]
+pub struct Sizes(Mutex<HashMap<WorkspaceName, (u64, usize)>>);
+
+/// `plan`, unless the change it writes takes its workspace, or all of them together, past a
+/// bound.
+pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan<T>, RequestError> {
     if let Plan::Write(change, _) = &plan {
         let current = pending.workspaces.get(&change.workspace);
-        fits(
-            &change.workspace,
-            current,
-            &change.state,
-            pending
-                .workspaces
-                .values()
-                .filter(|w| !w.roots.is_empty())
-                .count(),
-        )?;
+        let holding = pending
+            .workspaces
+            .values()
+            .filter(|w| !w.roots.is_empty())
+            .count();
+        fits(&change.workspace, current, &change.state, holding)?;
+        let mut measured = sizes.0.lock().expect("sizes lock");
+        measured.retain(|name, _| pending.workspaces.contains_key(name));
+        let (mut others, mut before) = (0, 0);
+        for (name, workspace) in &pending.workspaces {
+            let bytes = match measured.get(name) {
+                Some(&(revision, bytes)) if revision == workspace.revision => bytes,
+                _ => {
+                    let bytes = listing_bytes(workspace);
+                    measured.insert(name.clone(), (workspace.revision, bytes));
+                    bytes
+                }
+            };
+            if *name == change.workspace {
+                before = bytes;
+            } else {
+                others += bytes;
+            }
+        }
+        let after = others + listing_bytes(&change.state);
+        if after > MAX_TOTAL_BYTES && after > others + before {
+            return Err(RequestError::new(
+                code::LIMIT,
+                format!(
+                    "the lists of every workspace together would take {after} bytes, past rootsd's limit (MAX_TOTAL_BYTES = {MAX_TOTAL_BYTES}); nothing was changed: remove roots no workspace needs any more (rootsctl remove), or publish fewer"
+                ),
+            ));
+        }
     }
     Ok(plan)
 }
@@ -168,5 +201,51 @@ mod tests {
         let big = workspace(100, 6000);
         assert!(fits(&name, Some(&big), &workspace(99, 6000), MAX_WORKSPACES).is_ok());
         assert!(fits(&name, None, &workspace(MAX_WORKSPACE_ROOTS, 0), 0).is_ok());
+    }
+
+    #[test]
+    fn all_workspaces_together_stop_at_the_total_and_a_change_that_does_not_grow_passes() {
+        use crate::model::Change;
+        let mut pending = Contents::default();
+        let sizes = Sizes::default();
+        let write = |pending: &Contents, name: &str, state: StoredWorkspaceV1| {
+            let change = Change {
+                revision: pending.revision + 1,
+                workspace: name.parse().unwrap(),
+                state,
+                origin: None,
+                time_unix_ms: 0,
+            };
+            check(pending, Plan::Write(change, ()), &sizes)
+        };
+        // Workspaces of about 500 KB each, until the total refuses one.
+        let mut accepted = 0;
+        let refusal = loop {
+            let mut state = workspace(3000, 100);
+            state.revision = pending.revision + 1;
+            match write(&pending, &format!("w{accepted}"), state.clone()) {
+                Ok(_) => {
+                    pending.revision += 1;
+                    pending
+                        .workspaces
+                        .insert(format!("w{accepted}").parse().unwrap(), state);
+                    accepted += 1;
+                }
+                Err(refusal) => break refusal,
+            }
+        };
+        assert_eq!(refusal.code, code::LIMIT);
+        assert!(
+            refusal.message.contains("MAX_TOTAL_BYTES = 16777216"),
+            "{}",
+            refusal.message
+        );
+        let total: usize = pending.workspaces.values().map(listing_bytes).sum();
+        assert!(
+            total <= MAX_TOTAL_BYTES && total + 500_000 > MAX_TOTAL_BYTES,
+            "{accepted}: {total}"
+        );
+        // Shrinking one passes, past the total or not.
+        assert!(write(&pending, "w0", workspace(10, 100)).is_ok());
     }
 }
