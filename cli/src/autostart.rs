@@ -127,17 +127,21 @@ impl Target {
             .as_deref()
             .and_then(locate::live_record)
             .is_some();
-        let mut child = if starting {
-            None
+        let (mut child, log_from) = if starting {
+            (None, 0)
         } else {
-            Some(spawn_daemon(
+            let (child, log_from) = spawn_daemon(
                 &self.socket,
                 self.pointed.then_some(()).and(self.state_dir.as_deref()),
                 &self.log_path(),
-            )?)
+            )?;
+            (Some(child), log_from)
         };
         let started = Instant::now();
         let mut delay = Duration::from_millis(5);
+        // Polls in a row that found the running daemon's socket file gone: two, so that a
+        // daemon caught between removing its socket and exiting is not taken for one.
+        let mut unreachable_polls = 0;
         loop {
             let socket = self
                 .recorded_elsewhere()
@@ -153,8 +157,34 @@ impl Target {
                 Err(_) => {}
             }
             // A daemon that exited may have lost a start-up race to another one, which is fine;
-            // keep waiting for the winner until the deadline.
+            // keep waiting for the winner until the deadline. But with nobody holding the state
+            // directory it failed, and with a daemon holding it whose socket is gone, nothing
+            // will answer: say so now, with the reason.
             let exited = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            let holder = self.state_dir.as_deref().and_then(locate::live_record);
+            let log = self.log_path();
+            let reason = || exited.map(|status| exit_reason(status, &log, log_from));
+            match holder.as_ref().and_then(unreachable) {
+                Some(problem) => {
+                    unreachable_polls += 1;
+                    if unreachable_polls >= 2 {
+                        let ours = reason()
+                            .map(|r| format!("; the rootsd started for it {r}"))
+                            .unwrap_or_default();
+                        return Err(ClientError::Autostart(format!("{problem}{ours}")));
+                    }
+                }
+                None => unreachable_polls = 0,
+            }
+            if holder.is_none()
+                && let Some(reason) = reason()
+            {
+                return Err(ClientError::Autostart(format!(
+                    "started rootsd for {}, but it {reason}; its log is {}",
+                    self.socket.display(),
+                    log.display()
+                )));
+            }
             if started.elapsed() > START_TIMEOUT {
                 if let Some(child) = child.as_mut() {
                     let _ = child.kill();
@@ -183,6 +213,45 @@ impl Target {
     }
 }
 
+/// Why nobody can reach the daemon `holder` that holds the state directory, if its recorded
+/// socket file is gone (removed while it ran).
+fn unreachable(holder: &rootsd_proto::rendezvous::Record) -> Option<String> {
+    let socket = holder.socket.as_ref()?;
+    if fs::symlink_metadata(socket).is_ok() {
+        return None;
+    }
+    Some(format!(
+        "rootsd (pid {pid}) already runs for this state directory, but its socket {} is gone, so nothing can reach it: `kill -HUP {pid}` makes it bind the socket anew (or stop it, and rootsctl starts a new one)",
+        socket.display(),
+        pid = holder.pid
+    ))
+}
+
+/// How the daemon rootsctl started ended: its exit status, and the last error it wrote to its
+/// log `log` (from byte `log_from`, where its own lines begin).
+fn exit_reason(status: std::process::ExitStatus, log: &Path, log_from: u64) -> String {
+    use std::io::{Read as _, Seek as _};
+    let mut said = String::new();
+    if let Ok(mut log) = fs::File::open(log)
+        && log.seek(std::io::SeekFrom::Start(log_from)).is_ok()
+    {
+        // Its last words are short; a bounded read keeps a huge log from costing anything.
+        let _ = log.take(64 * 1024).read_to_string(&mut said);
+    }
+    let last = said
+        .lines()
+        .rev()
+        .find(|line| line.starts_with("rootsd: error:"))
+        .or_else(|| said.lines().rev().find(|line| !line.trim().is_empty()));
+    match last {
+        Some(line) => format!(
+            "exited ({status}): {}",
+            crate::output::escape_controls(line.trim_start_matches("rootsd: error: "))
+        ),
+        None => format!("exited ({status}) without saying why"),
+    }
+}
+
 /// Finds the rootsd binary: `ROOTSD_BIN`, else next to this rootsctl, else on `PATH`.
 pub fn daemon_binary() -> PathBuf {
     if let Some(bin) = std::env::var_os("ROOTSD_BIN").filter(|b| !b.is_empty()) {
@@ -195,12 +264,13 @@ pub fn daemon_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("rootsd"))
 }
 
-/// Starts rootsd at `socket`, with `state_dir` when this environment would not lead it there.
+/// Starts rootsd at `socket`, with `state_dir` when this environment would not lead it there,
+/// its stderr appended to `log`; also returns where in the log its lines begin.
 fn spawn_daemon(
     socket: &Path,
     state_dir: Option<&Path>,
     log: &Path,
-) -> Result<std::process::Child, ClientError> {
+) -> Result<(std::process::Child, u64), ClientError> {
     if let Some(dir) = log.parent() {
         let _ = fs::DirBuilder::new()
             .recursive(true)
@@ -213,8 +283,12 @@ fn spawn_daemon(
         // The log names the user's directories: nobody else reads it.
         .mode(0o600)
         .open(log)
-        .map(Stdio::from)
-        .unwrap_or_else(|_| Stdio::null());
+        .ok();
+    let log_from = stderr
+        .as_ref()
+        .and_then(|file| file.metadata().ok())
+        .map_or(0, |meta| meta.len());
+    let stderr = stderr.map_or_else(Stdio::null, Stdio::from);
     let binary = daemon_binary();
     let mut command = Command::new(&binary);
     command.arg("--socket").arg(socket);
@@ -229,6 +303,7 @@ fn spawn_daemon(
         // reach the daemon.
         .process_group(0)
         .spawn()
+        .map(|child| (child, log_from))
         .map_err(|e| {
             ClientError::Autostart(format!(
                 "rootsd is not running at {} and starting {} failed: {e}; install rootsd on PATH or set ROOTSD_BIN",

@@ -8,7 +8,8 @@ use rootsd_proto::root::ListRootsResult;
 use rootsd_proto::wire::{
     AddParams, AddRoots, ChangeResult, EmptyParams, Era, FetchBehaviour, ListRoots, ListSessions,
     ListWorkspaces, ListedRoot, RemoveParams, RemoveRoots, RootOrigin, RootsChanged, RootsListing,
-    RootsSnapshot, Status, StoreState, Watch, WatchParams, WorkspaceParams, WorkspaceVia,
+    RootsSnapshot, SessionsParams, SessionsResult, Status, StoreState, Watch, WatchParams,
+    WorkspaceParams, WorkspaceVia,
 };
 use rootsd_proto::workspace::DEFAULT_WORKSPACE;
 use rootsd_proto::{Root, WorkspaceName};
@@ -501,7 +502,22 @@ fn change_line(before: &[Root], after: &RootsSnapshot) -> String {
 
 pub async fn sessions(target: &Target, args: JsonArg, out: &mut impl Write) -> anyhow::Result<()> {
     let mut client = target.connect().await?;
-    let result = client.call::<ListSessions>(&EmptyParams {}).await?;
+    // The daemon answers in pages that fit one line; ask for the next until none follow.
+    let mut result = SessionsResult {
+        sessions: Vec::new(),
+        more: false,
+    };
+    loop {
+        let after = result.sessions.last().map(|s| s.id);
+        let page = client
+            .call::<ListSessions>(&SessionsParams { after })
+            .await?;
+        let got_none = page.sessions.is_empty();
+        result.sessions.extend(page.sessions);
+        if !page.more || got_none {
+            break;
+        }
+    }
     if args.json {
         return Ok(output::json(out, &result)?);
     }

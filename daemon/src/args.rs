@@ -15,7 +15,8 @@ use clap::Parser;
 /// rootsctl starts it on demand when it is not running.
 ///
 /// Signals: SIGTERM or SIGINT stop it gracefully (a second one at once); SIGHUP re-checks the
-/// socket file and never stops it.
+/// socket file, binds it anew if it is gone (a socket rootsd bound itself, not systemd's), and
+/// never stops it.
 #[derive(Debug, Parser)]
 #[command(name = "rootsd", version)]
 pub struct Args {

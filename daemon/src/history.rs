@@ -112,6 +112,19 @@ pub fn select(
     (selected, more)
 }
 
+/// Refuses `log` params no page can answer: `limit: 0` asks for nothing, and with no entry the
+/// answer could not say where a next page would start (`more` pages from the last entry's
+/// revision), so a client paging until `more` is false would ask forever.
+pub fn check(params: &rootsd_proto::wire::LogParams) -> Result<(), crate::error::RequestError> {
+    if params.limit == Some(0) {
+        return Err(crate::error::RequestError::new(
+            rootsd_proto::wire::code::INVALID_PARAMS,
+            "log's limit is 0, which asks for no entries: give a limit of at least 1, or leave it out for as many as fit in one answer",
+        ));
+    }
+    Ok(())
+}
+
 /// `selected` as the wire's entries, as many as fit in one response ([`LOG_PAGE_BYTES`] of JSON
 /// after the first); `more` becomes true if some were left for the next page.
 pub fn page(selected: Vec<HistoryEntryV1>, more: bool) -> (Vec<LogEntry>, bool) {

@@ -18,6 +18,25 @@ use std::time::Duration;
 /// thousands of sessions; past it, new connections wait in the kernel's backlog.
 pub const MAX_CONNECTIONS: usize = 16_384;
 
+/// The most connections one user other than the daemon's own and root may hold (a member of a
+/// shared service); past it, a new one is told so (`-32009`) and closed.
+pub const CONNECTIONS_PER_UID: usize = 2_048;
+
+/// How many of [`MAX_CONNECTIONS`] only the daemon's own user and root may take: other users
+/// together stop short of them, so the owner can always connect.
+pub const CONNECTIONS_RESERVED: usize = 1_024;
+
+/// How many refused connections are told why at once; past it, a refused connection is closed
+/// without a word. A refusal holds no connection slot, so a peer flooding the socket with
+/// connections it will be refused cannot use up the reserve either.
+pub const REFUSALS_AT_ONCE: usize = 64;
+
+/// How long a greeted connection that has registered no session and subscribed to nothing may
+/// stay idle (no request) before it is closed: a client that wants pushes says so; any other
+/// one-off client (rootsctl add, list, status) is done in milliseconds. It is told why
+/// (`-32009`, `"id": null`) and may reconnect. `server::run_tuned` takes another value, for tests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How long a new connection may take to say hello before it is closed.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -88,3 +107,70 @@ pub const SESSION_RECORD_DEBOUNCE: Duration = Duration::from_millis(200);
 /// The largest record of live sessions read at start, in bytes: 16,384 sessions of a few hundred
 /// bytes each (labels are cut to [`HISTORY_TEXT_BYTES`]). A larger file is not read.
 pub const SESSION_RECORD_BYTES: u64 = 8 * 1024 * 1024;
+
+/// How many bytes of each text a session's report carries for display (its label, its server's
+/// name and version) the daemon keeps; longer ones are cut at a character boundary. They come
+/// from the proxy's command line and from an MCP server nobody vets, and are only ever shown,
+/// so cutting loses nothing a rule depends on, where refusing would leave the session's report
+/// unapplied (`session.update` is a notification nobody answers) and the daemon's view of the
+/// session stale.
+pub const SESSION_TEXT_BYTES: usize = 256;
+
+/// How many bytes of a session's negotiated MCP protocol version the daemon keeps (real ones
+/// are dates, `2025-11-25`); cut like [`SESSION_TEXT_BYTES`].
+pub const SESSION_PROTOCOL_VERSION_BYTES: usize = 64;
+
+/// How many bytes of withheld roots (URI and name, `rootsctl proxy --map`) one session's report
+/// lists; the rest are counted, not listed, as the proxy itself does past 16 of them.
+pub const SESSION_WITHHELD_BYTES: usize = 4 * 1024;
+
+/// The most live sessions the daemon holds: one per connection at most ([`MAX_CONNECTIONS`]).
+/// With every field at its bound a session's record is under 6 KiB, so the table stays under
+/// 96 MiB; past it `session.register` is refused (`-32010`) naming this limit.
+pub const MAX_SESSIONS: usize = MAX_CONNECTIONS;
+
+/// The most sessions one user other than the daemon's own and root may hold, so that a member
+/// of a shared service cannot take the table.
+pub const SESSIONS_PER_UID: usize = 2_048;
+
+/// How many of [`MAX_SESSIONS`] only the daemon's own user and root may take: other users
+/// together stop short of them, so the owner can always attach a session.
+pub const SESSIONS_RESERVED: usize = 1_024;
+
+/// How many bytes of sessions (as JSON) one `sessions.list` answer carries beyond its first; a
+/// session is at most about 36 KiB of JSON even if every byte of its texts is escaped, so an
+/// answer stays well inside the line limit (`rootsd_proto::wire::MAX_LINE_BYTES`, 1 MiB) however
+/// many sessions there are. The client asks for the next page.
+pub const SESSIONS_PAGE_BYTES: usize = 256 * 1024;
+
+/// The most roots one workspace holds, whoever adds them (by hand or a session's
+/// publication). A change that would take a workspace past it is refused (`-32010`) naming the
+/// limit; one that leaves a workspace no larger is always taken, so a store from before the limit
+/// keeps working.
+pub const MAX_WORKSPACE_ROOTS: usize = 4_096;
+
+/// The most bytes a workspace's list may take as `roots.list` answers it: the JSON of every root
+/// with its URI, name and origins (each publishing session's label included), exactly as
+/// serde_json writes it. Refused past it like [`MAX_WORKSPACE_ROOTS`].
+///
+/// The arithmetic that makes every line carrying a whole list fit: a `roots.list` answer is this
+/// list plus its envelope (the workspace's name, at most 64 bytes, the revision, the echoed id:
+/// well under 1 KiB for any client of ours), so at most 513 KiB; a `roots.changed` push carries
+/// the same roots without their origins, so less; both are under
+/// `rootsd_proto::wire::MAX_LINE_BYTES` (1 MiB), the line both sides promise to take, with room
+/// to spare, and rootsctl's reader (used by `list`, `watch` and the proxy's daemon link) takes
+/// 16 times that. A history entry lists at most [`HISTORY_ENTRY_ROOT_BYTES`] of a change's roots
+/// and a journal record holds one workspace, so neither grows past these either.
+pub const MAX_WORKSPACE_BYTES: usize = 512 * 1024;
+
+/// The most workspaces that hold roots. A change giving roots to a new workspace past it is
+/// refused like [`MAX_WORKSPACE_ROOTS`].
+pub const MAX_WORKSPACES: usize = 256;
+
+/// The most bytes the lists of every workspace may take together, measured as
+/// [`MAX_WORKSPACE_BYTES`] is. The daemon holds its roots several times over (the committed and
+/// the pending state, each workspace's published snapshot and its line, the journal's snapshot
+/// while it compacts, sled's cache), so this is what bounds the memory roots take: 256
+/// workspaces at their own bound (128 MiB of lists) took 1,072 MiB of RSS
+/// (`scripts/reliability/publications.py --fill`, before this bound). Refused like the others.
+pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;

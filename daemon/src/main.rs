@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt as _;
 use rootsd::args::Args;
+use rootsd::error::SocketFileProblem;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
@@ -106,8 +107,14 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     raise_fd_limit();
 
     let shutdown = CancellationToken::new();
-    let signals = watch_signals(shutdown.clone(), bound.file())
-        .context("failed to install signal handlers")?;
+    let (rebound, replacements) = tokio::sync::mpsc::channel(4);
+    let reload = Reload {
+        socket: bound.file(),
+        state_dir: state_dir.clone(),
+        rebound,
+    };
+    let signals =
+        watch_signals(shutdown.clone(), reload).context("failed to install signal handlers")?;
     let info = DaemonInfo {
         socket: bound.path.clone(),
         state_dir: state_dir.clone(),
@@ -134,7 +141,15 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
 
     // `run` takes the listener by value; the socket file's clean-up stays with `bound`.
     let (listener, closer) = bound.split();
-    let served = server::run(listener, registry, info, shutdown.clone()).await;
+    let served = server::run_replaceable(
+        listener,
+        replacements,
+        registry,
+        info,
+        shutdown.clone(),
+        server::Tuning::default(),
+    )
+    .await;
     closer.close();
     signals.close();
     let _ = supervisor.await;
@@ -147,10 +162,11 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
 /// SIGTERM and SIGINT start a graceful shutdown; a second one exits at once. SIGHUP (what
 /// `systemctl reload` sends) never stops the daemon: rootsd has no configuration file, so what it
 /// re-reads is the state of its socket file, which a clean-up of the runtime directory or a
-/// careless `rm` can remove while the daemon keeps listening on a name nobody can reach.
+/// careless `rm` can remove while the daemon keeps listening on a name nobody can reach; then
+/// it binds the socket anew.
 fn watch_signals(
     shutdown: CancellationToken,
-    socket: SocketFile,
+    reload: Reload,
 ) -> std::io::Result<signal_hook_tokio::Handle> {
     let forced = Arc::new(AtomicBool::new(false));
     for sig in [SIGTERM, SIGINT] {
@@ -164,7 +180,7 @@ fn watch_signals(
     tokio::spawn(async move {
         while let Some(signal) = signals.next().await {
             if signal == SIGHUP {
-                reload(&socket);
+                reload.run();
                 continue;
             }
             tracing::info!(signal, "shutting down");
@@ -175,14 +191,45 @@ fn watch_signals(
     Ok(handle)
 }
 
-/// What SIGHUP does: re-check the socket file and say what was found.
-fn reload(socket: &SocketFile) {
-    match socket.check() {
-        Ok(()) => tracing::info!(
-            socket = %socket.path().display(),
-            "SIGHUP: reloaded; the socket file is in place and rootsd is still serving"
-        ),
-        Err(problem) => tracing::warn!("SIGHUP: reloaded; {problem}"),
+/// What SIGHUP needs: the socket file to re-check, and where to bind it anew.
+struct Reload {
+    socket: SocketFile,
+    state_dir: std::path::PathBuf,
+    /// The accept loop's replacement listeners.
+    rebound: tokio::sync::mpsc::Sender<interprocess::local_socket::tokio::Listener>,
+}
+
+impl Reload {
+    /// Re-checks the socket file and says what was found; binds a socket rootsd bound itself
+    /// anew if its file is gone. A file someone replaced is not ours to remove, and systemd's
+    /// socket is systemd's to recreate: for those the warning says what to do.
+    fn run(&self) {
+        let path = self.socket.path().display();
+        match self.socket.check() {
+            Ok(()) => tracing::info!(
+                socket = %path,
+                "SIGHUP: reloaded; the socket file is in place and rootsd is still serving"
+            ),
+            Err(SocketFileProblem::Missing { .. }) if self.socket.is_ours() => {
+                match socket::rebind(&self.socket, &self.state_dir) {
+                    Ok(listener) => match self.rebound.try_send(listener) {
+                        Ok(()) => tracing::info!(
+                            socket = %path,
+                            "SIGHUP: reloaded; the socket file was gone, so rootsd bound it anew and new clients reach it again"
+                        ),
+                        Err(_) => tracing::warn!(
+                            socket = %path,
+                            "SIGHUP: reloaded; the socket file was gone and was bound anew, but the accept loop did not take it: restart rootsd"
+                        ),
+                    },
+                    Err(error) => tracing::warn!(
+                        socket = %path,
+                        "SIGHUP: reloaded; the socket file is gone and binding it anew failed ({error}): restart rootsd"
+                    ),
+                }
+            }
+            Err(problem) => tracing::warn!("SIGHUP: reloaded; {problem}"),
+        }
     }
 }
 

@@ -29,6 +29,8 @@ use crate::model::{Change, Contents, Origin, PeerV1};
 use crate::provenance;
 use crate::reconcile::Opened;
 use crate::reconnect::Expected;
+use crate::session_bounds;
+use crate::workspace_bounds;
 use plan::{plan_add, plan_remove};
 
 /// Shared state of one running daemon.
@@ -48,6 +50,8 @@ pub struct Registry {
     expected: Mutex<Expected>,
     clients: AtomicUsize,
     started: Instant,
+    /// Each workspace's measured size, for the bound on all of them together.
+    sizes: workspace_bounds::Sizes,
 }
 
 /// What tells connections about durable changes; the commit thread calls it, in order.
@@ -149,6 +153,7 @@ impl Registry {
             expected: Mutex::new(Expected::nobody()),
             clients: AtomicUsize::new(0),
             started: Instant::now(),
+            sizes: workspace_bounds::Sizes::default(),
         })
     }
 
@@ -322,12 +327,16 @@ impl Registry {
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
-    /// durable; then it is acknowledged.
+    /// durable; then it is acknowledged. Every change a peer asks for comes here, so this is
+    /// where a change that would take its workspace past a bound is refused
+    /// ([`workspace_bounds`]), whatever its source.
     async fn commit<T>(
         &self,
         plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
     ) -> Result<T, RequestError> {
-        let (result, ticket) = self.committer.write(plan)?;
+        let (result, ticket) = self
+            .committer
+            .write(|pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes))?;
         if let Some(ticket) = ticket {
             match ticket.await {
                 Ok(Ok(())) => {}
@@ -380,8 +389,31 @@ impl Registry {
         changed.into()
     }
 
-    /// Registers an MCP session and subscribes it to its workspace's snapshots.
-    pub async fn register_session(&self, params: RegisterParams, peer: PeerV1) -> Session<'_> {
+    /// Registers an MCP session and subscribes it to its workspace's snapshots, unless the
+    /// table is full or `peer`'s user holds its share ([`session_bounds::admit`]). What the
+    /// session reports is kept within its bounds.
+    pub async fn register_session(
+        &self,
+        params: RegisterParams,
+        peer: PeerV1,
+    ) -> Result<Session<'_>, RequestError> {
+        {
+            let sessions = self.sessions.lock().expect("sessions lock");
+            let our_uid = rustix::process::geteuid().as_raw();
+            let privileged = |uid: u32| uid == our_uid || uid == 0;
+            let of_uid = sessions.values().filter(|s| s.peer.uid == peer.uid).count();
+            let of_others = sessions
+                .values()
+                .filter(|s| !privileged(s.peer.uid))
+                .count();
+            session_bounds::admit(
+                peer.uid,
+                privileged(peer.uid),
+                sessions.len(),
+                of_uid,
+                of_others,
+            )?;
+        }
         let receiver = {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
@@ -392,19 +424,21 @@ impl Registry {
             sender.subscribe()
         };
         let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
-        if !params.instance.is_empty() {
+        // An id, as long as its proxy likes: cut like the other texts a session reports.
+        let instance = session_bounds::cut(params.instance, crate::limits::SESSION_TEXT_BYTES);
+        if !instance.is_empty() {
             self.expected
                 .lock()
                 .expect("expected lock")
-                .returned(&params.instance);
+                .returned(&instance);
         }
         let record = SessionRecord {
-            instance: params.instance,
-            label: params.label,
+            instance,
+            label: session_bounds::label(params.label),
             pid: params.pid,
             workspace: params.workspace,
             last_fetch_unix: (params.state.fetches > 0).then(crate::clock::unix_secs),
-            state: params.state,
+            state: session_bounds::state(params.state),
             connected: Instant::now(),
             published: false,
             declined: BTreeSet::new(),
@@ -418,26 +452,26 @@ impl Registry {
         self.session_table_changed();
         // A session of the previous run coming back may be what a `wait` waits for.
         self.progress.notify_waiters();
-        Session {
+        Ok(Session {
             registry: self,
             id,
             receiver,
-        }
+        })
     }
 
-    pub fn sessions(&self) -> Vec<SessionInfo> {
-        let mut listed: Vec<SessionInfo> = {
+    /// The sessions after id `after` (from the first if `None`), as many as fit in one answer,
+    /// and whether more follow.
+    pub fn sessions(&self, after: Option<u64>) -> (Vec<SessionInfo>, bool) {
+        let (mut listed, more) = {
             let sessions = self.sessions.lock().expect("sessions lock");
-            sessions
-                .iter()
-                .map(|(id, s)| session_info(*id, s))
-                .collect()
+            let from = after.map_or(0, |id| id.saturating_add(1));
+            session_bounds::page(sessions.range(from..).map(|(id, s)| session_info(*id, s)))
         };
         let model = self.committed.read().expect("committed");
         for info in &mut listed {
             info.workspace_missing = !model.workspaces.contains_key(&info.workspace);
         }
-        listed
+        (listed, more)
     }
 
     /// The workspaces that exist, for a session of `workspace`, if that one does not: the
@@ -552,7 +586,7 @@ impl Session<'_> {
             if state.fetches > record.state.fetches {
                 record.last_fetch_unix = Some(crate::clock::unix_secs());
             }
-            record.state = state;
+            record.state = session_bounds::state(state);
         });
         self.registry.progress.notify_waiters();
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use interprocess::local_socket::tokio::{Listener, Stream, prelude::*};
 use rootsd_proto::wire::{ErrorObject, code};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -15,8 +15,11 @@ use crate::error::StoreError;
 use crate::framing::Budget;
 use crate::groups;
 use crate::info::{Access, DaemonInfo, Peer, Role};
-use crate::limits::{INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT};
+use crate::limits::{
+    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT, REFUSALS_AT_ONCE,
+};
 use crate::registry::Registry;
+use crate::shares::Shares;
 
 /// Serves `listener` until `shutdown` is cancelled, then waits for every connection to finish
 /// what it is doing (requests being served finish; a peer that does not take its last line gets
@@ -34,9 +37,52 @@ pub async fn run(
     info: DaemonInfo,
     shutdown: CancellationToken,
 ) -> Result<(), StoreError> {
+    run_tuned(listener, registry, info, shutdown, Tuning::default()).await
+}
+
+/// The waits of [`run`] that a test may shorten rather than wait on the wall clock for.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// [`IDLE_TIMEOUT`] unless a test says otherwise.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            idle_timeout: IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// [`run`] with `tuning` instead of the limits' waits.
+pub async fn run_tuned(
+    listener: Listener,
+    registry: Arc<Registry>,
+    info: DaemonInfo,
+    shutdown: CancellationToken,
+    tuning: Tuning,
+) -> Result<(), StoreError> {
+    let (_none, replacements) = mpsc::channel(1);
+    run_replaceable(listener, replacements, registry, info, shutdown, tuning).await
+}
+
+/// [`run_tuned`], taking each listener `replacements` delivers in place of the one it accepts
+/// on: the socket bound anew after its file went away (SIGHUP, [`crate::socket::rebind`]).
+/// Connections accepted before go on.
+pub async fn run_replaceable(
+    mut listener: Listener,
+    mut replacements: mpsc::Receiver<Listener>,
+    registry: Arc<Registry>,
+    info: DaemonInfo,
+    shutdown: CancellationToken,
+    tuning: Tuning,
+) -> Result<(), StoreError> {
     let info = Arc::new(info);
     let tracker = TaskTracker::new();
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let shares = Arc::new(Shares::default());
     let input = Arc::new(Budget::new(INPUT_BUDGET));
     let our_uid = rustix::process::geteuid().as_raw();
     loop {
@@ -46,6 +92,11 @@ pub async fn run(
         };
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
+            Some(replacement) = replacements.recv() => {
+                tracing::info!("accepting on the socket bound anew");
+                listener = replacement;
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(stream) => stream,
                 Err(err) => {
@@ -57,15 +108,30 @@ pub async fn run(
                 }
             },
         };
-        let peer = match admit(&stream, our_uid, &info) {
-            Ok(peer) => peer,
-            Err(refusal) => {
-                // In a task of its own, holding its connection's permit, so that a refused peer
-                // that does not read delays nobody and cannot pile up.
-                tracker.spawn(async move {
-                    refuse(stream, refusal).await;
-                    drop(permit);
-                });
+        let admitted = admit(&stream, our_uid, &info).and_then(|peer| {
+            let privileged = peer.uid == our_uid || peer.uid == 0;
+            match shares.take(peer.uid, privileged) {
+                Ok(share) => Ok((peer, share)),
+                Err(why) => {
+                    tracing::warn!(uid = peer.uid, "refused a connection past its user's share");
+                    Err((code::BUSY, why))
+                }
+            }
+        });
+        let (peer, share) = match admitted {
+            Ok(admitted) => admitted,
+            Err((code, refusal)) => {
+                // A refusal gives its connection slot back at once, so refused peers never
+                // use up the slots kept for the owner. It is told in a task of its own, so that
+                // a refused peer that does not read delays nobody, and only so many at once,
+                // so that they cannot pile up; past that it is closed without a word.
+                drop(permit);
+                if let Ok(told) = refusals.clone().try_acquire_owned() {
+                    tracker.spawn(async move {
+                        refuse(stream, code, refusal).await;
+                        drop(told);
+                    });
+                }
                 continue;
             }
         };
@@ -76,7 +142,17 @@ pub async fn run(
         let shutdown = shutdown.clone();
         tracker.spawn(tracing::Instrument::instrument(
             async move {
-                crate::connection::serve(stream, peer, registry, info, input, shutdown).await;
+                crate::connection::serve(
+                    stream,
+                    peer,
+                    registry,
+                    info,
+                    input,
+                    shutdown,
+                    tuning.idle_timeout,
+                )
+                .await;
+                drop(share);
                 drop(permit);
             },
             span,
@@ -108,7 +184,11 @@ pub async fn run(
 
 /// Checks the peer's credentials against the daemon's [`Access`] policy and gives it its
 /// [`Role`]; a refusal is logged and returned as the message the peer is sent.
-fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, String> {
+fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, (i64, String)> {
+    admit_by_credentials(stream, our_uid, info).map_err(|refusal| (code::NOT_ADMITTED, refusal))
+}
+
+fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, String> {
     let creds = match stream.peer_creds() {
         Ok(creds) => creds,
         Err(err) => {
@@ -206,10 +286,10 @@ fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
     }
 }
 
-/// Tells a refused peer why in one error line, reads what it sent meanwhile (so that it sees
+/// Tells a refused peer why in one error line (`code`: not admitted, or past its share), reads what it sent meanwhile (so that it sees
 /// the connection end, not a reset), and closes; all within [`REFUSAL_TIMEOUT`].
-async fn refuse(stream: Stream, message: String) {
-    let line = crate::envelope::failure_line(None, &ErrorObject::new(code::NOT_ADMITTED, message));
+async fn refuse(stream: Stream, code: i64, message: String) {
+    let line = crate::envelope::failure_line(None, &ErrorObject::new(code, message));
     let _ = tokio::time::timeout(REFUSAL_TIMEOUT, async {
         let mut stream = &stream;
         if stream.write_all(line.as_bytes()).await.is_err() {

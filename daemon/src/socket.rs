@@ -119,7 +119,7 @@ pub fn adopt(
         listener,
         closer: SocketCloser {
             path: path.clone(),
-            created: None,
+            created: Identity::default(),
             record: None,
         },
         path,
@@ -172,11 +172,11 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
         activated: false,
         closer: SocketCloser {
             path: path.to_owned(),
-            created: None,
+            created: Identity::default(),
             record: None,
         },
     };
-    bound.closer.created = Some(identity(path)?);
+    bound.closer.created.set(Some(identity(path)?));
     // The sticky bit exempts the file from the periodic clean-up the XDG base directory
     // specification allows in $XDG_RUNTIME_DIR, which would otherwise leave a running daemon
     // that nobody can reach. It changes nothing else for a socket.
@@ -187,7 +187,7 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
     .map_err(|e| io_err("set the sticky bit on", e))?;
     // Changing the mode changed the file's ctime, which is part of its identity.
     let id = identity(path)?;
-    bound.closer.created = Some(id);
+    bound.closer.created.set(Some(id));
     let record = state_dir.join(SOCKET_RECORD);
     bound.closer.record = Some(record.clone());
     fs::write(&record, id.encode()).map_err(|e| io_err("record the socket identity for", e))?;
@@ -198,8 +198,24 @@ pub fn bind(path: &Path, state_dir: &Path) -> Result<BoundSocket, SocketError> {
 /// when a start fails after binding.
 pub struct SocketCloser {
     path: PathBuf,
-    created: Option<FileId>,
+    created: Identity,
     record: Option<PathBuf>,
+}
+
+/// The identity of the socket file rootsd created (`None` when systemd owns the file), shared
+/// by the closer that removes it at exit and the [`SocketFile`] that SIGHUP re-checks, so that a
+/// socket bound anew ([`rebind`]) is the one both know.
+#[derive(Clone, Debug, Default)]
+struct Identity(std::sync::Arc<std::sync::Mutex<Option<FileId>>>);
+
+impl Identity {
+    fn get(&self) -> Option<FileId> {
+        *self.0.lock().expect("socket identity lock")
+    }
+
+    fn set(&self, id: Option<FileId>) {
+        *self.0.lock().expect("socket identity lock") = id;
+    }
 }
 
 /// What clients need in order to reach the daemon: the socket file at its path. Kept apart from
@@ -208,7 +224,7 @@ pub struct SocketCloser {
 pub struct SocketFile {
     path: PathBuf,
     /// The identity of the file we created; `None` when systemd owns the file.
-    created: Option<FileId>,
+    created: Identity,
 }
 
 impl SocketFile {
@@ -228,7 +244,7 @@ impl SocketFile {
             }
             Err(error) => return Err(SocketFileProblem::Unreadable { path, error }),
         };
-        let same = match self.created {
+        let same = match self.created.get() {
             Some(id) => FileId::of(&meta) == id,
             None => meta.file_type().is_socket(),
         };
@@ -240,12 +256,34 @@ impl SocketFile {
     }
 }
 
+impl SocketFile {
+    /// Whether rootsd bound this socket itself (not systemd), and so may bind it anew.
+    pub fn is_ours(&self) -> bool {
+        self.created.get().is_some()
+    }
+}
+
+/// Binds the socket anew at its path, once its file is gone (removed by a clean-up of the runtime
+/// directory, or by hand), so that new clients reach this rootsd again: the same checks and modes
+/// as at start, a new identity recorded in the state directory, and the clean-up at exit
+/// following the new file. Returns the new listener, which replaces the old one (reachable by no
+/// name any more) in the accept loop. Only for a socket rootsd bound itself; the caller holds the
+/// instance lock, as at start.
+pub fn rebind(file: &SocketFile, state_dir: &Path) -> Result<Listener, SocketError> {
+    let fresh = bind(&file.path, state_dir)?;
+    let (listener, closer) = fresh.split();
+    // The record `bind` wrote stays: the original closer removes it at exit, with the file,
+    // which it now knows by the new identity.
+    file.created.set(closer.disarm());
+    Ok(listener)
+}
+
 impl BoundSocket {
     /// The socket file, for re-checking it later (on SIGHUP).
     pub fn file(&self) -> SocketFile {
         SocketFile {
             path: self.path.clone(),
-            created: self.closer.created,
+            created: self.closer.created.clone(),
         }
     }
 
@@ -262,14 +300,23 @@ impl SocketCloser {
     /// same.
     pub fn close(self) {}
 
+    /// Gives up the clean-up, returning the identity of the file it would have removed.
+    fn disarm(mut self) -> Option<FileId> {
+        self.record = None;
+        let id = self.created.get();
+        self.created = Identity::default();
+        id
+    }
+
     fn remove(&mut self) {
         // After a clean exit there is nothing to reclaim, so nothing may ever match the record.
         if let Some(record) = self.record.take() {
             let _ = fs::remove_file(record);
         }
-        let Some(id) = self.created.take() else {
+        let Some(id) = self.created.get() else {
             return;
         };
+        self.created.set(None);
         let path = &self.path;
         match fs::symlink_metadata(path) {
             Ok(meta) if FileId::of(&meta) == id => {

@@ -110,3 +110,84 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
         .collect();
     assert_eq!(roots, vec!["file:///srv/app"]);
 }
+
+impl Line {
+    /// The next line, or `None` once the daemon closed the connection.
+    async fn next(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line).await.expect("read") {
+            0 => None,
+            _ => Some(serde_json::from_str(&line).expect("JSON")),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_with_nothing_registered_or_watched_is_closed_and_told_why() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("state dir");
+    let socket_path = dir.path().join("s.sock");
+    let registry = Arc::new(Registry::new(reconcile::open(&state).expect("open")).expect("serve"));
+    let (listener, closer) = rootsd::socket::bind(&socket_path, &state)
+        .expect("bind")
+        .split();
+    let shutdown = CancellationToken::new();
+    let info = DaemonInfo {
+        socket: socket_path.clone(),
+        state_dir: state.clone(),
+        socket_activated: false,
+        access: Access::Owner,
+        admin_group: None,
+    };
+    let tuning = server::Tuning {
+        idle_timeout: std::time::Duration::from_millis(300),
+    };
+    let daemon = tokio::spawn(server::run_tuned(
+        listener,
+        registry,
+        info,
+        shutdown.clone(),
+        tuning,
+    ));
+    let hello = json!({"protocol_version": rootsd_proto::wire::PROTOCOL_VERSION});
+    // A watcher and a session wait for pushes: they are never idle.
+    let mut watcher = Line::connect(&socket_path).await;
+    watcher.call(1, "hello", hello.clone()).await;
+    watcher.call(2, "watch", json!({})).await;
+    let mut session = Line::connect(&socket_path).await;
+    session.call(1, "hello", hello.clone()).await;
+    let registered = session.call(2, "session.register", json!({"pid": 1})).await;
+    assert!(registered.get("result").is_some(), "{registered}");
+    // A client that greets, asks once, and then holds its connection doing nothing.
+    let started = std::time::Instant::now();
+    let mut idle = Line::connect(&socket_path).await;
+    idle.call(1, "hello", hello.clone()).await;
+    idle.call(2, "status", json!({})).await;
+    let told = idle.next().await.expect("told why before the close");
+    let waited = started.elapsed();
+    assert_eq!(told["error"]["code"], json!(-32009), "{told}");
+    assert_eq!(told["id"], Value::Null, "{told}");
+    let message = told["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("idle for 0.3 s") && message.contains("reconnect"),
+        "{message}"
+    );
+    assert!(idle.next().await.is_none(), "the idle connection is closed");
+    assert!(waited >= tuning.idle_timeout, "closed after {waited:?}");
+    // Both connected before the idle one and are still served, past the timeout.
+    let status = watcher.call(3, "status", json!({})).await;
+    assert_eq!(status["result"]["clients"], json!(2), "{status}");
+    let listed = session.call(3, "sessions.list", json!({})).await;
+    assert_eq!(
+        listed["result"]["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    shutdown.cancel();
+    daemon
+        .await
+        .expect("the server task")
+        .expect("run ends cleanly");
+    closer.close();
+}

@@ -31,6 +31,9 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// A JSON-RPC method of the control protocol.
 pub trait Method {
     const NAME: &'static str;
+    /// What calling it does to the roots sessions see; the daemon checks the caller's role
+    /// against it.
+    const EFFECT: Effect;
     type Params: Serialize + DeserializeOwned;
     type Result: Serialize + DeserializeOwned;
 }
@@ -108,6 +111,10 @@ pub mod code {
     /// The daemon is at one of its limits (the memory its clients' unfinished lines may hold);
     /// sent with `"id": null`, and then the connection closes. Retrying later may succeed.
     pub const BUSY: i64 = -32009;
+    /// The request would take the daemon past one of its limits (`daemon/src/limits.rs`): a
+    /// workspace's roots or bytes, the workspaces, the session table or a user's share of it.
+    /// The message names the limit; nothing was changed and the connection stays open.
+    pub const LIMIT: i64 = -32010;
 }
 
 impl ErrorObject {
@@ -186,12 +193,66 @@ pub struct Incoming {
     pub error: Option<ErrorObject>,
 }
 
+/// What a method does to the roots sessions see, which decides who may call it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// It reads, or touches only the caller's own connection or session: every admitted peer
+    /// may call it.
+    Reads,
+    /// It changes a workspace's roots, which every session of the workspace sees: it takes a
+    /// peer whose role may change roots, and a read-only member of a shared service is refused
+    /// ([`code::FORBIDDEN`]).
+    ChangesRoots,
+}
+
+/// One method the daemon serves, as its dispatch looks it up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodInfo {
+    pub name: &'static str,
+    pub effect: Effect,
+}
+
+/// Every method a client may send the daemon, each with its [`Effect`]. The daemon dispatches
+/// only what this table names, and checks the caller's role against its effect before anything
+/// else, so a method cannot be served without saying whether it changes roots.
+pub const METHODS: &[MethodInfo] = &[
+    method_info::<Hello>(),
+    method_info::<ListRoots>(),
+    method_info::<AddRoots>(),
+    method_info::<RemoveRoots>(),
+    method_info::<ListWorkspaces>(),
+    method_info::<Status>(),
+    method_info::<Watch>(),
+    method_info::<RegisterSession>(),
+    method_info::<UpdateSession>(),
+    method_info::<PublishRoots>(),
+    method_info::<ListSessions>(),
+    method_info::<WaitForSessions>(),
+    method_info::<Log>(),
+];
+
+/// The table's entry for `M`.
+pub const fn method_info<M: Method>() -> MethodInfo {
+    MethodInfo {
+        name: M::NAME,
+        effect: M::EFFECT,
+    }
+}
+
+/// The entry of the method named `name`, if the daemon serves one.
+pub fn method_named(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|info| info.name == name)
+}
+
+/// Declares a method: its type, wire name, params, result and [`Effect`]. The effect has no
+/// default, so a new method says what it does to the roots where it is declared.
 macro_rules! method {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty, $effect:ident) => {
         $(#[$doc])*
         pub enum $ty {}
         impl Method for $ty {
             const NAME: &'static str = $name;
+            const EFFECT: Effect = Effect::$effect;
             type Params = $params;
             type Result = $result;
         }
@@ -200,65 +261,68 @@ macro_rules! method {
 
 method!(
     /// `hello`: the first request on every connection; checks protocol versions.
-    Hello, "hello", HelloParams, HelloResult
+    Hello, "hello", HelloParams, HelloResult, Reads
 );
 method!(
     /// `roots.list`: the roots of one workspace, in insertion order, each with its origin.
-    ListRoots, "roots.list", WorkspaceParams, RootsListing
+    ListRoots, "roots.list", WorkspaceParams, RootsListing, Reads
 );
 method!(
     /// `roots.add`: adds roots to a workspace, or renames existing ones; atomic.
-    AddRoots, "roots.add", AddParams, ChangeResult
+    AddRoots, "roots.add", AddParams, ChangeResult, ChangesRoots
 );
 method!(
     /// `roots.remove`: removes roots by URI or name; atomic, and nothing changes if any target is
     /// unknown.
-    RemoveRoots, "roots.remove", RemoveParams, ChangeResult
+    RemoveRoots, "roots.remove", RemoveParams, ChangeResult, ChangesRoots
 );
 method!(
     /// `workspaces.list`: every workspace that has roots or sessions.
-    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult
+    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult, Reads
 );
 method!(
     /// `status`: what the daemon is and how it is doing.
-    Status, "status", EmptyParams, StatusResult
+    Status, "status", EmptyParams, StatusResult, Reads
 );
 method!(
     /// `watch`: subscribe this connection to [`RootsChanged`] notifications.
-    Watch, "watch", WatchParams, WatchResult
+    Watch, "watch", WatchParams, WatchResult, Reads
 );
 method!(
     /// `session.register`: this connection is an MCP session (a `rootsctl proxy`); the daemon
-    /// pushes [`RootsChanged`] for its workspace until the connection closes.
-    RegisterSession, "session.register", RegisterParams, RegisterResult
+    /// pushes [`RootsChanged`] for its workspace until the connection closes. It changes no
+    /// roots: members of a shared service attach sessions too.
+    RegisterSession, "session.register", RegisterParams, RegisterResult, Reads
 );
 method!(
     /// `session.update` (usually a notification): the session's whole state, which replaces what
     /// the daemon held.
-    UpdateSession, "session.update", SessionState, EmptyResult
+    UpdateSession, "session.update", SessionState, EmptyResult, Reads
 );
 method!(
     /// `session.publish`: the host's whole current list of roots, which the session publishes
     /// into its workspace (`rootsctl proxy --host-roots publish`) in place of what it published
-    /// before. Acknowledged once durable.
-    PublishRoots, "session.publish", PublishParams, PublishResult
+    /// before. Acknowledged once durable. Every session of the workspace sees them, so it
+    /// changes roots like `roots.add`.
+    PublishRoots, "session.publish", PublishParams, PublishResult, ChangesRoots
 );
 method!(
-    /// `sessions.list`: every live MCP session.
-    ListSessions, "sessions.list", EmptyParams, SessionsResult
+    /// `sessions.list`: the live MCP sessions, by id, in pages that fit a line.
+    ListSessions, "sessions.list", SessionsParams, SessionsResult, Reads
 );
 method!(
     /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
     /// when the timeout passes.
-    WaitForSessions, "wait", WaitParams, WaitResult
+    WaitForSessions, "wait", WaitParams, WaitResult, Reads
 );
 method!(
     /// `log`: the recorded changes, newest first: what each did, when, and who made it.
-    Log, "log", LogParams, LogResult
+    Log, "log", LogParams, LogResult, Reads
 );
 method!(
-    /// `roots.changed` (daemon → client notification): a workspace's roots changed.
-    RootsChanged, "roots.changed", RootsSnapshot, EmptyResult
+    /// `roots.changed` (daemon → client notification): a workspace's roots changed. Not in
+    /// [`METHODS`]: the daemon sends it and serves it to nobody.
+    RootsChanged, "roots.changed", RootsSnapshot, EmptyResult, Reads
 );
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -565,9 +629,23 @@ pub struct SessionInfo {
     pub launch_failure: Option<String>,
 }
 
+/// `sessions.list` params: every field optional; none means the first page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsParams {
+    /// Only sessions with a higher id: the next page after a result whose `more` was true, from
+    /// its last session's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsResult {
+    /// By id, lowest first.
     pub sessions: Vec<SessionInfo>,
+    /// More sessions follow these (past what fits in one answer): ask again with `after` set
+    /// to the last one's id. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -604,84 +682,5 @@ pub struct WaitResult {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_serialise_to_one_line_with_the_method_name() {
-        let req = Request::new::<AddRoots>(
-            7,
-            &AddParams {
-                workspace: WorkspaceName::default(),
-                roots: vec![Root {
-                    uri: "file:///a%0Ab".into(),
-                    name: Some("line\nbreak".into()),
-                }],
-            },
-        );
-        let line = serde_json::to_string(&req).unwrap();
-        assert!(!line.contains('\n'));
-        assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":7,"method":"roots.add","params":"#));
-    }
-
-    #[test]
-    fn notifications_have_no_id() {
-        let state = SessionState {
-            fetched_revision: Some(3),
-            ..SessionState::default()
-        };
-        let n = Request::notification::<UpdateSession>(&state);
-        let v = serde_json::to_value(&n).unwrap();
-        assert!(v.get("id").is_none());
-        assert_eq!(v["params"]["fetched_revision"], 3);
-    }
-
-    #[test]
-    fn a_listed_root_is_mcps_root_with_its_origin_beside() {
-        let listed = ListedRoot {
-            root: Root {
-                uri: "file:///a".into(),
-                name: Some("a".into()),
-            },
-            origin: vec![
-                RootOrigin::Hand,
-                RootOrigin::Session {
-                    session: 3,
-                    label: "code".into(),
-                    pid: 42,
-                },
-            ],
-        };
-        let value = serde_json::to_value(&listed).unwrap();
-        assert_eq!(
-            value,
-            serde_json::json!({"uri":"file:///a","name":"a","origin":[{"by":"hand"},{"by":"session","session":3,"label":"code","pid":42}]})
-        );
-        assert_eq!(serde_json::from_value::<ListedRoot>(value).unwrap(), listed);
-        let bare: ListedRoot = serde_json::from_str(r#"{"uri":"file:///b"}"#).unwrap();
-        assert!(bare.origin.is_empty() && bare.root.name.is_none());
-    }
-
-    #[test]
-    fn missing_workspace_means_default() {
-        let p: WorkspaceParams = serde_json::from_str("{}").unwrap();
-        assert_eq!(p.workspace.as_str(), "default");
-    }
-
-    #[test]
-    fn responses_carry_result_or_error() {
-        let ok = Response::success(Value::from(1), Value::Null);
-        assert!(
-            serde_json::to_string(&ok)
-                .unwrap()
-                .contains("\"result\":null")
-        );
-        let err = Response::failure(Value::from("x"), ErrorObject::new(code::NOT_FOUND, "gone"));
-        let text = serde_json::to_string(&err).unwrap();
-        assert!(
-            text.contains(r#""error":{"code":-32002,"message":"gone"}"#),
-            "{text}"
-        );
-        assert!(!text.contains("result"));
-    }
-}
+#[path = "wire_tests.rs"]
+mod tests;

@@ -22,6 +22,8 @@ mod gone;
 mod history;
 #[path = "core/input.rs"]
 mod input;
+#[path = "core/limits.rs"]
+mod limits;
 #[path = "core/newcomer.rs"]
 mod newcomer;
 #[path = "core/protocol.rs"]

@@ -16,5 +16,7 @@ mod access;
 mod activation;
 #[path = "systemd/doctor.rs"]
 mod doctor;
+#[path = "systemd/members.rs"]
+mod members;
 #[path = "systemd/units.rs"]
 mod units;

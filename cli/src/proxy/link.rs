@@ -278,7 +278,7 @@ async fn publish(
         }
         Err(ClientError::Refused(error)) => {
             eprintln!(
-                "rootsctl proxy: rootsd refused to publish the host's roots: {}",
+                "rootsctl proxy: rootsd refused to publish the host's roots (the session goes on with the workspace's roots): {}",
                 escape_controls(&error.message)
             );
             (PublishAck::Failed { generation }, 0)

@@ -115,8 +115,14 @@ fn published_roots_carry_their_session_and_go_with_it_but_a_hand_added_one_stays
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        let editor = registry.register_session(params("editor"), peer()).await;
-        let other = registry.register_session(params("agent"), peer()).await;
+        let editor = registry
+            .register_session(params("editor"), peer())
+            .await
+            .unwrap();
+        let other = registry
+            .register_session(params("agent"), peer())
+            .await
+            .unwrap();
         let published = editor.publish(roots(&["a", "mine", "b"])).await.unwrap();
         assert_eq!((published.revision, published.published), (2, 3));
         other.publish(roots(&["b"])).await.unwrap();
@@ -142,7 +148,12 @@ fn a_session_that_never_published_ends_without_a_change() {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        drop(registry.register_session(params("quiet"), peer()).await);
+        drop(
+            registry
+                .register_session(params("quiet"), peer())
+                .await
+                .unwrap(),
+        );
         // A change by hand after it: had the session's end written one, this would be revision 3.
         assert_eq!(add(&registry, &["x"]).await.revision, 2);
     });
@@ -153,7 +164,10 @@ fn adding_a_published_root_by_hand_adopts_it_and_it_outlives_the_session() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
-        let editor = registry.register_session(params("editor"), peer()).await;
+        let editor = registry
+            .register_session(params("editor"), peer())
+            .await
+            .unwrap();
         editor.publish(roots(&["a"])).await.unwrap();
         let adopted = add(&registry, &["a"]).await;
         assert_eq!(adopted.adopted, roots_named(&["a"]));
@@ -176,7 +190,10 @@ fn a_removal_by_hand_holds_until_the_host_drops_the_root_and_offers_it_again() {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
         add(&registry, &["both"]).await;
-        let editor = registry.register_session(params("editor"), peer()).await;
+        let editor = registry
+            .register_session(params("editor"), peer())
+            .await
+            .unwrap();
         editor.publish(roots(&["a", "both"])).await.unwrap();
         remove(&registry, "a").await;
         remove(&registry, "both").await;
@@ -201,7 +218,10 @@ fn start_up_withdraws_what_sessions_of_the_previous_run_published() {
     runtime().block_on(async {
         let registry = open(dir.path());
         add(&registry, &["mine"]).await;
-        let editor = registry.register_session(params("editor"), peer()).await;
+        let editor = registry
+            .register_session(params("editor"), peer())
+            .await
+            .unwrap();
         editor.publish(roots(&["mine", "a"])).await.unwrap();
         // The daemon dies with the session still registered: its end never runs.
         std::mem::forget(editor);
@@ -242,7 +262,10 @@ fn a_publication_that_is_not_acceptable_changes_nothing() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let registry = open(dir.path());
-        let editor = registry.register_session(params("editor"), peer()).await;
+        let editor = registry
+            .register_session(params("editor"), peer())
+            .await
+            .unwrap();
         let error = editor
             .publish(vec![
                 Root {

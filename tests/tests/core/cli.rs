@@ -62,6 +62,69 @@ fn autostart_starts_the_daemon_on_demand() {
 }
 
 #[test]
+fn an_autostart_finding_the_running_daemons_socket_gone_says_so_at_once_and_how_to_fix_it() {
+    let sb = Sandbox::new();
+    let _guard = AutostartGuard::new(&sb);
+    let daemon = sb.start_daemon();
+    std::fs::remove_file(&sb.socket).unwrap();
+    let started = std::time::Instant::now();
+    let output = output_within(
+        sb.rootsctl()
+            .env_remove("ROOTSD_NO_AUTOSTART")
+            .args(["status"]),
+    );
+    let took = started.elapsed();
+    assert_exit(&output, 3, "status with the daemon's socket gone");
+    let said = stderr_of(&output);
+    assert!(
+        said.contains(&format!("rootsd (pid {}) already runs", daemon.pid()))
+            && said.contains("is gone")
+            && said.contains(&format!("kill -HUP {}", daemon.pid())),
+        "{said}"
+    );
+    assert!(!said.contains("still starting"), "{said}");
+    // Before, it waited out the whole start timeout (10 s).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // And what it says works.
+    daemon.signal(rustix::process::Signal::HUP);
+    eventually("the daemon to bind its socket anew", PATIENCE, || {
+        if answers(&sb.socket) {
+            Ok(())
+        } else {
+            Err("no answer")
+        }
+    });
+    assert_eq!(status(&sb)["pid"], json!(daemon.pid()));
+}
+
+#[test]
+fn an_autostarted_daemon_that_cannot_start_is_reported_at_once_with_its_reason() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sb = Sandbox::new();
+    let _guard = AutostartGuard::new(&sb);
+    let open = sb.mkdir("open");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = open.join("rootsd.sock");
+    let started = std::time::Instant::now();
+    let output = output_within(
+        sb.rootsctl()
+            .env_remove("ROOTSD_NO_AUTOSTART")
+            .env("ROOTSD_SOCKET", &socket)
+            .args(["status"]),
+    );
+    let took = started.elapsed();
+    assert_exit(&output, 3, "status with a socket directory rootsd refuses");
+    let said = stderr_of(&output);
+    assert!(
+        said.contains("started rootsd for")
+            && said.contains("exited (exit status: 1)")
+            && said.contains("can be written by other users"),
+        "{said}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
 fn concurrent_autostarts_share_one_daemon() {
     const N: usize = 4;
     let sb = Sandbox::new();

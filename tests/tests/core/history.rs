@@ -161,6 +161,30 @@ fn log_lists_every_change_newest_first_naming_the_user_and_the_rootsctl_process_
 }
 
 #[test]
+fn a_log_limit_of_zero_is_refused_rather_than_answered_with_more_and_nothing_to_page_from() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    sb.ctl_ok(&["add", sb.mkdir("one").to_str().unwrap()]);
+    let mut client = RawClient::connect(&sb.socket);
+    client.request(
+        "hello",
+        json!({"protocol_version": rootsd_tests::PROTOCOL_VERSION, "client": "test"}),
+    );
+    let answer = client.request("log", json!({"limit": 0}));
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at least 1"), "{message}");
+    // A limit of one pages as before.
+    let page = client.request("log", json!({"limit": 1}));
+    assert_eq!(
+        page["result"]["entries"].as_array().unwrap().len(),
+        1,
+        "{page}"
+    );
+    assert_eq!(page["result"]["more"], json!(false), "{page}");
+}
+
+#[test]
 fn a_clients_claimed_name_is_recorded_apart_from_what_the_kernel_says() {
     let sb = Sandbox::new();
     let _daemon = sb.start_daemon();

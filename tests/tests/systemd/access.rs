@@ -131,13 +131,13 @@ fn allow_group_admits_the_socket_group_and_the_default_admits_only_rootsd_s_user
     );
 }
 
-const MEMBERS: &str = "rootsd-test-members";
-const ADMINS: &str = "rootsd-test-admins";
+pub(crate) const MEMBERS: &str = "rootsd-test-members";
+pub(crate) const ADMINS: &str = "rootsd-test-admins";
 
 /// The shared service as the system units run it: systemd (here systemd-socket-activate, as
 /// root) listens on a socket of group [`MEMBERS`], mode 0660, in a root directory, and starts
 /// rootsd as its own user with `--allow-group --admin-group ADMINS`.
-fn shared_service(sb: &Sandbox) -> Watched {
+pub(crate) fn shared_service(sb: &Sandbox) -> Watched {
     let service = account("rootsd-test-service", &[]);
     let home = sb.path().join("service");
     dir_of(&service, &home, 0o700);
@@ -168,7 +168,12 @@ fn shared_service(sb: &Sandbox) -> Watched {
 }
 
 /// `rootsctl --socket SOCKET ARGS` as `user`.
-fn rootsctl_as(user: &Account, rootsctl: &Path, socket: &Path, args: &[&str]) -> Command {
+pub(crate) fn rootsctl_as(
+    user: &Account,
+    rootsctl: &Path,
+    socket: &Path,
+    args: &[&str],
+) -> Command {
     let mut cmd = user.command(rootsctl);
     cmd.arg("--socket")
         .arg(socket)

@@ -127,16 +127,34 @@ fn sighup_rechecks_the_socket_and_leaves_the_daemon_serving() {
     sb.ctl_ok(&["add", "after-hup"]);
     assert_eq!(status_json(&sb)["pid"], json!(rootsd.daemon.pid()));
 
-    // The one thing a reload can find wrong: the socket file went away under the daemon.
+    // The one thing a reload can find wrong: the socket file went away under the daemon, which
+    // clients then cannot reach; SIGHUP binds it anew.
     std::fs::remove_file(&sb.socket).unwrap();
+    assert!(
+        !sb.ctl(&["status"]).status.success(),
+        "reachable without its socket file"
+    );
     rootsd.daemon.signal(Signal::HUP);
-    let warning = rootsd.wait_for_log("SIGHUP: reloaded;");
-    assert!(warning.contains("is gone"), "{warning}");
+    let said = rootsd.wait_for_log("SIGHUP: reloaded;");
+    assert!(said.contains("bound it anew"), "{said}");
     assert!(
         rootsd.daemon.child.try_wait().unwrap().is_none(),
         "SIGHUP stopped rootsd"
     );
+    sb.mkdir("after-rebind");
+    sb.ctl_ok(&["add", "after-rebind"]);
+    assert_eq!(status_json(&sb)["pid"], json!(rootsd.daemon.pid()));
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&sb.socket).unwrap().permissions(),
+    );
+    assert_eq!(
+        mode & 0o777,
+        0o600,
+        "the socket bound anew is private like the first"
+    );
+    // Its clean-up follows the new file: at exit it is removed.
     rootsd.stop();
+    assert!(!sb.socket.exists(), "the socket bound anew was left behind");
 }
 
 #[test]

@@ -1,0 +1,251 @@
+//! What a change may make a workspace: at most [`MAX_WORKSPACE_ROOTS`] roots and
+//! [`MAX_WORKSPACE_BYTES`] of listing, in at most [`MAX_WORKSPACES`] workspaces with roots, all
+//! of them together at most [`MAX_TOTAL_BYTES`].
+//! Checked on every planned change of every source (by hand, a session's publication), in
+//! [`crate::registry`]'s one commit path; a change that does not grow a workspace always passes.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Mutex;
+
+use rootsd_proto::wire::{ListedRoot, code};
+use rootsd_proto::{Root, WorkspaceName};
+
+use crate::committer::Plan;
+use crate::error::RequestError;
+use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
+use crate::model::{Contents, StoredWorkspaceV1};
+use crate::provenance;
+
+/// Each workspace's listing size at the revision it was measured, so that the total over every
+/// workspace is summed without measuring each of them on every change: a change to one
+/// workspace measures that one.
+#[derive(Default)]
+pub struct Sizes(Mutex<HashMap<WorkspaceName, (u64, usize)>>);
+
+/// `plan`, unless the change it writes takes its workspace, or all of them together, past a
+/// bound.
+pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan<T>, RequestError> {
+    if let Plan::Write(change, _) = &plan {
+        let current = pending.workspaces.get(&change.workspace);
+        let holding = pending
+            .workspaces
+            .values()
+            .filter(|w| !w.roots.is_empty())
+            .count();
+        fits(&change.workspace, current, &change.state, holding)?;
+        let mut measured = sizes.0.lock().expect("sizes lock");
+        measured.retain(|name, _| pending.workspaces.contains_key(name));
+        let (mut others, mut before) = (0, 0);
+        for (name, workspace) in &pending.workspaces {
+            let bytes = match measured.get(name) {
+                Some(&(revision, bytes)) if revision == workspace.revision => bytes,
+                _ => {
+                    let bytes = listing_bytes(workspace);
+                    measured.insert(name.clone(), (workspace.revision, bytes));
+                    bytes
+                }
+            };
+            if *name == change.workspace {
+                before = bytes;
+            } else {
+                others += bytes;
+            }
+        }
+        let after = others + listing_bytes(&change.state);
+        if after > MAX_TOTAL_BYTES && after > others + before {
+            return Err(RequestError::new(
+                code::LIMIT,
+                format!(
+                    "the lists of every workspace together would take {after} bytes, past rootsd's limit (MAX_TOTAL_BYTES = {MAX_TOTAL_BYTES}); nothing was changed: remove roots no workspace needs any more (rootsctl remove), or publish fewer"
+                ),
+            ));
+        }
+    }
+    Ok(plan)
+}
+
+/// Whether `next` may replace `current` as `workspace`, with `holding` workspaces holding roots.
+fn fits(
+    workspace: &WorkspaceName,
+    current: Option<&StoredWorkspaceV1>,
+    next: &StoredWorkspaceV1,
+    holding: usize,
+) -> Result<(), RequestError> {
+    let current_roots = current.map_or(0, |w| w.roots.len());
+    let refuse = |what: String| {
+        Err(RequestError::new(
+            code::LIMIT,
+            format!(
+                "{what}; nothing was changed: remove roots workspace {workspace} no longer needs (rootsctl remove), publish fewer, or use another workspace (--workspace)"
+            ),
+        ))
+    };
+    if current_roots == 0 && !next.roots.is_empty() && holding >= MAX_WORKSPACES {
+        return refuse(format!(
+            "{holding} workspaces hold roots already, rootsd's limit (MAX_WORKSPACES = {MAX_WORKSPACES}), so workspace {workspace} cannot be given any"
+        ));
+    }
+    if next.roots.len() > MAX_WORKSPACE_ROOTS && next.roots.len() > current_roots {
+        return refuse(format!(
+            "workspace {workspace} would hold {} roots, past its limit (MAX_WORKSPACE_ROOTS = {MAX_WORKSPACE_ROOTS})",
+            next.roots.len()
+        ));
+    }
+    let bytes = listing_bytes(next);
+    if bytes > MAX_WORKSPACE_BYTES && bytes > current.map_or(0, listing_bytes) {
+        return refuse(format!(
+            "workspace {workspace}'s list would take {bytes} bytes, past its limit (MAX_WORKSPACE_BYTES = {MAX_WORKSPACE_BYTES}, so that the whole list fits one line of the control protocol)"
+        ));
+    }
+    Ok(())
+}
+
+/// The bytes `workspace`'s roots take in a `roots.list` answer, as serde_json writes them.
+pub fn listing_bytes(workspace: &StoredWorkspaceV1) -> usize {
+    let mut counter = Counter(0);
+    let mut first = true;
+    for stored in &workspace.roots {
+        let listed = ListedRoot {
+            root: Root::from(stored),
+            origin: provenance::origins(stored),
+        };
+        if !first {
+            counter.0 += 1;
+        }
+        first = false;
+        serde_json::to_writer(&mut counter, &listed).expect("counting never fails");
+    }
+    counter.0 + 2
+}
+
+/// Counts what is written to it.
+struct Counter(usize);
+
+impl Write for Counter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StoredRootV1;
+
+    fn workspace(roots: usize, name_bytes: usize) -> StoredWorkspaceV1 {
+        StoredWorkspaceV1 {
+            revision: 1,
+            roots: (0..roots)
+                .map(|i| StoredRootV1 {
+                    uri: format!("file:///r{i}"),
+                    name: Some("n".repeat(name_bytes)),
+                    by_hand: true,
+                    published_by: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_listing_is_measured_exactly_as_roots_list_writes_it() {
+        let ws = workspace(3, 5);
+        let listed: Vec<ListedRoot> = ws
+            .roots
+            .iter()
+            .map(|r| ListedRoot {
+                root: Root::from(r),
+                origin: provenance::origins(r),
+            })
+            .collect();
+        assert_eq!(
+            listing_bytes(&ws),
+            serde_json::to_vec(&listed).unwrap().len()
+        );
+        assert_eq!(listing_bytes(&workspace(0, 0)), 2);
+    }
+
+    #[test]
+    fn a_change_past_a_bound_is_refused_naming_it_and_one_that_does_not_grow_passes() {
+        let name = WorkspaceName::default();
+        let roots = fits(&name, None, &workspace(MAX_WORKSPACE_ROOTS + 1, 0), 0).unwrap_err();
+        assert_eq!(roots.code, code::LIMIT);
+        assert!(
+            roots.message.contains("MAX_WORKSPACE_ROOTS = 4096"),
+            "{}",
+            roots.message
+        );
+        let bytes = fits(&name, None, &workspace(100, 6000), 0).unwrap_err();
+        assert!(
+            bytes.message.contains("MAX_WORKSPACE_BYTES = 524288"),
+            "{}",
+            bytes.message
+        );
+        assert!(
+            bytes.message.contains("nothing was changed"),
+            "{}",
+            bytes.message
+        );
+        let many = fits(&name, None, &workspace(1, 0), MAX_WORKSPACES).unwrap_err();
+        assert!(
+            many.message.contains("MAX_WORKSPACES = 256"),
+            "{}",
+            many.message
+        );
+        // Already past (a store from before the limits): a change that does not grow it passes.
+        let big = workspace(100, 6000);
+        assert!(fits(&name, Some(&big), &workspace(99, 6000), MAX_WORKSPACES).is_ok());
+        assert!(fits(&name, None, &workspace(MAX_WORKSPACE_ROOTS, 0), 0).is_ok());
+    }
+
+    #[test]
+    fn all_workspaces_together_stop_at_the_total_and_a_change_that_does_not_grow_passes() {
+        use crate::model::Change;
+        let mut pending = Contents::default();
+        let sizes = Sizes::default();
+        let write = |pending: &Contents, name: &str, state: StoredWorkspaceV1| {
+            let change = Change {
+                revision: pending.revision + 1,
+                workspace: name.parse().unwrap(),
+                state,
+                origin: None,
+                time_unix_ms: 0,
+            };
+            check(pending, Plan::Write(change, ()), &sizes)
+        };
+        // Workspaces of about 500 KB each, until the total refuses one.
+        let mut accepted = 0;
+        let refusal = loop {
+            let mut state = workspace(3000, 100);
+            state.revision = pending.revision + 1;
+            match write(&pending, &format!("w{accepted}"), state.clone()) {
+                Ok(_) => {
+                    pending.revision += 1;
+                    pending
+                        .workspaces
+                        .insert(format!("w{accepted}").parse().unwrap(), state);
+                    accepted += 1;
+                }
+                Err(refusal) => break refusal,
+            }
+        };
+        assert_eq!(refusal.code, code::LIMIT);
+        assert!(
+            refusal.message.contains("MAX_TOTAL_BYTES = 16777216"),
+            "{}",
+            refusal.message
+        );
+        let total: usize = pending.workspaces.values().map(listing_bytes).sum();
+        assert!(
+            total <= MAX_TOTAL_BYTES && total + 500_000 > MAX_TOTAL_BYTES,
+            "{accepted}: {total}"
+        );
+        // Shrinking one passes, past the total or not.
+        assert!(write(&pending, "w0", workspace(10, 100)).is_ok());
+    }
+}
