@@ -26,8 +26,16 @@
 //!
 //! The stored types are separate from the wire types on purpose: the wire may grow without
 //! forcing a migration, and a migration never changes the wire.
+//!
+//! sled panics on some failures instead of returning them: a damaged file can make its page
+//! cache panic while opening or reading ("tried to serialize Uninitialized"), and dropping the
+//! last handle panics if its final `fsync` fails. Every call into sled here, the drop of the
+//! handles included, runs under [`guarded`], which turns a panic into
+//! [`StoreError::Panicked`], so that a failure in sled is an error like any other for the
+//! commit thread and for start-up, never the end of the thread that made the call.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use rootsd_proto::WorkspaceName;
@@ -56,37 +64,80 @@ impl From<sled::Error> for StoreError {
 }
 
 /// The open database.
-#[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
-    tree: sled::Tree,
+    /// `None` only while the store is being dropped.
+    handles: Option<Handles>,
     dir: PathBuf,
     /// Whether the database had no schema when it was opened: new, or emptied.
     fresh: bool,
 }
 
+struct Handles {
+    db: sled::Db,
+    tree: sled::Tree,
+}
+
+/// Runs `call`, a call into sled, turning a panic inside it into [`StoreError::Panicked`].
+///
+/// sled's state after such a panic is unknown: callers treat the handle as failed (the commit
+/// thread reopens the database and rewrites it from the committed state; start-up refuses the
+/// store, naming `--recover`).
+fn guarded<T>(
+    during: &'static str,
+    call: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        tracing::error!(during, message, "sled panicked; the call failed");
+        Err(StoreError::Panicked { during, message })
+    })
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // sled flushes and fsyncs as its last handle goes, and panics if that fails: the journal
+        // holds everything, so such a failure is logged and the thread dropping the store goes on.
+        if let Some(handles) = self.handles.take() {
+            let _ = guarded("closing the database", move || {
+                drop(handles);
+                Ok(())
+            });
+        }
+    }
+}
+
 impl Store {
+    fn tree(&self) -> &sled::Tree {
+        &self.handles.as_ref().expect("handles live until drop").tree
+    }
+
     /// Opens (creating if needed) the database in `dir`.
     ///
     /// sled takes an exclusive lock on the directory, so the daemon must hold its own instance
     /// lock first to report a second instance clearly.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let existed = dir.join("db").exists();
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(8 << 20)
-            // Durability is the journal's, and checkpoints are the commit thread's: sled's own
-            // timed flush would only compete with the journal's syncs for the disk.
-            .flush_every_ms(None)
-            .open()
-            .map_err(|error| StoreError::Open {
-                path: dir.display().to_string(),
-                error: DbError(error),
-            })?;
-        let tree = db.open_tree("rootsd")?;
+        let handles = guarded("opening the database", || {
+            let db = sled::Config::new()
+                .path(dir)
+                .cache_capacity(8 << 20)
+                // Durability is the journal's, and checkpoints are the commit thread's: sled's
+                // own timed flush would only compete with the journal's syncs for the disk.
+                .flush_every_ms(None)
+                .open()
+                .map_err(|error| StoreError::Open {
+                    path: dir.display().to_string(),
+                    error: DbError(error),
+                })?;
+            let tree = db.open_tree("rootsd")?;
+            Ok(Handles { db, tree })
+        })?;
         let mut store = Self {
-            db,
-            tree,
+            handles: Some(handles),
             dir: dir.to_owned(),
             fresh: false,
         };
@@ -128,10 +179,14 @@ impl Store {
     /// Checks the schema, writing it into a database that has none. Returns whether it had
     /// none.
     fn check_schema(&self) -> Result<bool, StoreError> {
-        match self.tree.get(SCHEMA_KEY)? {
+        let found = guarded("reading the schema", || Ok(self.tree().get(SCHEMA_KEY)?))?;
+        match found {
             None => {
-                self.tree
-                    .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                guarded("writing the schema", || {
+                    self.tree()
+                        .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                    Ok(())
+                })?;
                 Ok(true)
             }
             Some(bytes) => {
@@ -152,7 +207,11 @@ impl Store {
 
     /// Reads the whole store.
     pub fn load(&self) -> Result<Contents, StoreError> {
-        let revision = match self.tree.get(REVISION_KEY)? {
+        guarded("reading the database", || self.load_unguarded())
+    }
+
+    fn load_unguarded(&self) -> Result<Contents, StoreError> {
+        let revision = match self.tree().get(REVISION_KEY)? {
             None => 0,
             Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
                 .map(u64::from_be_bytes)
@@ -162,7 +221,7 @@ impl Store {
                 })?,
         };
         let mut workspaces = BTreeMap::new();
-        for item in self.tree.scan_prefix(WORKSPACE_PREFIX) {
+        for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
             let (key, value) = item?;
             let key_text = String::from_utf8_lossy(&key).into_owned();
             let corrupt = |reason: String| StoreError::Corrupt {
@@ -177,7 +236,7 @@ impl Store {
             workspaces.insert(name, workspace);
         }
         let mut history = Vec::new();
-        for item in self.tree.scan_prefix(HISTORY_PREFIX) {
+        for item in self.tree().scan_prefix(HISTORY_PREFIX) {
             let (key, value) = item?;
             let key_text = format!("{key:?}");
             let corrupt = |reason: String| StoreError::Corrupt {
@@ -229,15 +288,23 @@ impl Store {
         for entry in new {
             batch.insert(history_key(entry.revision), encode_entry(entry));
         }
-        self.tree.apply_batch(batch)?;
-        Ok(())
+        guarded("applying changes to the database", || {
+            Ok(self.tree().apply_batch(batch)?)
+        })
     }
 
     /// Makes the database hold exactly `contents`, as one atomic batch, and checkpoints it.
     pub fn replace_all(&self, contents: &Contents) -> Result<(), StoreError> {
+        guarded("rewriting the database", || {
+            self.replace_all_unguarded(contents)
+        })?;
+        self.checkpoint()
+    }
+
+    fn replace_all_unguarded(&self, contents: &Contents) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
         for prefix in [WORKSPACE_PREFIX, HISTORY_PREFIX] {
-            for item in self.tree.scan_prefix(prefix) {
+            for item in self.tree().scan_prefix(prefix) {
                 let (key, _) = item?;
                 batch.remove(key);
             }
@@ -250,14 +317,21 @@ impl Store {
         }
         batch.insert(REVISION_KEY, &contents.revision.to_be_bytes());
         batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
-        self.tree.apply_batch(batch)?;
-        self.checkpoint()
+        self.tree().apply_batch(batch)?;
+        Ok(())
     }
 
     /// Makes everything applied so far durable: sled's flush, then `fdatasync` of every file in
     /// the database directory and `fsync` of the directory. Blocking; call it off the runtime.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        guarded("flushing the database", || {
+            self.handles
+                .as_ref()
+                .expect("handles live until drop")
+                .db
+                .flush()?;
+            Ok(())
+        })?;
         let io = |action: &'static str, path: &Path| {
             let path = path.display().to_string();
             move |error| StoreError::Sync {
@@ -352,7 +426,7 @@ mod tests {
     /// The history keys in the database, as slots.
     fn history_slots(store: &Store) -> Vec<u32> {
         store
-            .tree
+            .tree()
             .scan_prefix(HISTORY_PREFIX)
             .map(|item| {
                 let (key, _) = item.unwrap();
@@ -397,17 +471,20 @@ mod tests {
         contents.apply(&change(1));
         store.apply(&[change(1)], &contents).unwrap();
         store
-            .tree
+            .tree()
             .insert(history_key(1), b"{not json".as_slice())
             .unwrap();
         let error = store.load().unwrap_err().to_string();
         assert!(error.contains("corrupt record"), "{error}");
         // An entry filed in another revision's slot is damage too.
         let moved = serde_json::to_vec(&contents.history[0]).unwrap();
-        store.tree.insert(history_key(1), moved.as_slice()).unwrap();
+        store
+            .tree()
+            .insert(history_key(1), moved.as_slice())
+            .unwrap();
         assert!(store.load().is_ok());
-        store.tree.remove(history_key(1)).unwrap();
-        store.tree.insert(history_key(2), moved).unwrap();
+        store.tree().remove(history_key(1)).unwrap();
+        store.tree().insert(history_key(2), moved).unwrap();
         let error = store.load().unwrap_err().to_string();
         assert!(error.contains("belongs in another slot"), "{error}");
     }
@@ -486,8 +563,8 @@ mod tests {
             is_locked(dir.path()),
             "the first probe let go of its own lock"
         );
-        store.tree.insert(b"k", b"v").unwrap();
-        store.tree.flush().unwrap();
+        store.tree().insert(b"k", b"v").unwrap();
+        store.tree().flush().unwrap();
     }
 
     #[test]
@@ -495,8 +572,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = Store::open(dir.path()).unwrap();
-            store.tree.insert(SCHEMA_KEY, &9u32.to_be_bytes()).unwrap();
-            store.tree.flush().unwrap();
+            store
+                .tree()
+                .insert(SCHEMA_KEY, &9u32.to_be_bytes())
+                .unwrap();
+            store.tree().flush().unwrap();
         }
         let reopened = Store::reopen(dir.path(), PATIENCE);
         assert!(

@@ -506,6 +506,90 @@ fn a_final_checkpoint_that_fails_makes_rootsd_exit_non_zero() {
     assert_eq!(listed(&sb), added);
 }
 
+/// The thread of `pid` named `name`.
+fn thread_named(pid: i32, name: &str) -> i32 {
+    eventually(&format!("a thread named {name}"), PATIENCE, || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim() == name {
+                return Ok(task.file_name().to_str().unwrap().parse().unwrap());
+            }
+        }
+        Err("none yet".to_owned())
+    })
+}
+
+#[test]
+fn a_database_that_fails_to_sync_for_a_while_wedges_neither_writes_nor_shutdown() {
+    let sb = Sandbox::new();
+    let mut daemon = sb.start_daemon();
+    // Attached to the commit thread alone, once rootsd runs: its first three fdatasyncs of the
+    // database fail (so each checkpoint fails and the database is reopened), and so does its
+    // first fsync of it, which sled makes as the old handle is dropped, and panicked on: a disk
+    // that errs for a moment, then works.
+    let commit = thread_named(daemon.pid(), "rootsd-commit");
+    let database = sb.state.join("db/db");
+    let mut tracer = Command::new("strace");
+    tracer
+        .args(["-o", "/dev/null", "-p", &commit.to_string(), "-P"])
+        .arg(&database)
+        .args(["-e", "trace=fdatasync,fsync"])
+        .args(["-e", "inject=fdatasync:error=EIO:when=1..3"])
+        .args(["-e", "inject=fsync:error=EIO:when=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut tracer = rootsd_tests::Reaped(tracer.spawn().expect("run strace"));
+    let mut attached = std::io::BufReader::new(tracer.0.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut attached, &mut line).unwrap();
+    assert!(line.contains("attached"), "strace: {line}");
+    let mut added = add_roots(&sb, 2);
+    // The idle checkpoint after the adds fails, and so do the next two (each reopening the
+    // database first): about a second in which the store says it is degraded.
+    eventually(
+        "the failed checkpoint to degrade the store",
+        PATIENCE,
+        || {
+            let store = store_state(&sb);
+            if store["state"] == json!("degraded") {
+                Ok(())
+            } else {
+                Err(store)
+            }
+        },
+    );
+    eventually(
+        "the store to heal once the database syncs again",
+        PATIENCE,
+        || {
+            let store = store_state(&sb);
+            if store["state"] == json!("ok") {
+                Ok(())
+            } else {
+                Err(store)
+            }
+        },
+    );
+    for n in 0..3 {
+        let dir = sb.mkdir(&format!("after-fault-{n}"));
+        let output = ctl(&sb, &["add", dir.to_str().unwrap()]);
+        assert_exit(&output, 0, &format!("add {n} after the database erred"));
+        added.push(format!("file://{}", dir.display()));
+    }
+    daemon.signal(Signal::TERM);
+    let code = daemon.wait().code();
+    let log = daemon.stderr();
+    assert_eq!(code, Some(0), "SIGTERM stops rootsd cleanly: {log}");
+    assert!(
+        log.contains("sled panicked"),
+        "the fault made sled panic, and rootsd went on: {log}"
+    );
+    let _restarted = sb.start_daemon();
+    assert_eq!(listed(&sb), added);
+}
+
 #[test]
 fn everything_in_the_state_directory_is_private_even_under_a_loose_umask() {
     let sb = Sandbox::new();
