@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `m/schema` | schema version, `u32` big-endian |
 //! | `m/revision` | store revision, `u64` big-endian |
+//! | `m/journaled` | present (empty) once a rootsd that keeps a journal has used the database: such a database without its journal is damage, not an earlier rootsd's store to migrate |
 //! | `w/<workspace>` | JSON [`StoredWorkspaceV1`] |
 //! | `h/<slot>` | JSON [`HistoryEntryV1`] of the change that made store revision `revision`, where `slot` is `revision` modulo [`HISTORY_ENTRIES`] (`u32` big-endian) |
 //!
@@ -45,6 +46,7 @@ use crate::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
 
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
+const JOURNALED_KEY: &[u8] = b"m/journaled";
 const WORKSPACE_PREFIX: &[u8] = b"w/";
 const HISTORY_PREFIX: &[u8] = b"h/";
 /// The schema this rootsd reads and writes.
@@ -205,6 +207,23 @@ impl Store {
         }
     }
 
+    /// Whether a rootsd that keeps a journal has used this database ([`Store::mark_journaled`]),
+    /// or its history says so (only such a rootsd keeps one).
+    pub fn journaled(&self) -> Result<bool, StoreError> {
+        guarded("reading the database", || {
+            Ok(self.tree().get(JOURNALED_KEY)?.is_some()
+                || self.tree().scan_prefix(HISTORY_PREFIX).next().is_some())
+        })
+    }
+
+    /// Records that this database is kept with a journal. Durable at the next checkpoint.
+    pub fn mark_journaled(&self) -> Result<(), StoreError> {
+        guarded("writing to the database", || {
+            self.tree().insert(JOURNALED_KEY, b"".as_slice())?;
+            Ok(())
+        })
+    }
+
     /// Reads the whole store.
     pub fn load(&self) -> Result<Contents, StoreError> {
         guarded("reading the database", || self.load_unguarded())
@@ -317,6 +336,7 @@ impl Store {
         }
         batch.insert(REVISION_KEY, &contents.revision.to_be_bytes());
         batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
+        batch.insert(JOURNALED_KEY, b"".as_slice());
         self.tree().apply_batch(batch)?;
         Ok(())
     }

@@ -24,6 +24,8 @@ mod history;
 mod input;
 #[path = "core/protocol.rs"]
 mod protocol;
+#[path = "core/recovery.rs"]
+mod recovery;
 #[path = "core/roots.rs"]
 mod roots;
 #[path = "core/soak.rs"]

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::{assert_exit, ctl, ctl_json, stderr_of, stdout_of};
 
 /// Adds `count` roots, one acknowledged request each, on a raw connection; returns their URIs.
-fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
+pub(crate) fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
     let mut client = sb.connect();
     (0..count)
         .map(|i| {
@@ -26,14 +26,14 @@ fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
         .collect()
 }
 
-fn listed(sb: &Sandbox) -> Vec<String> {
+pub(crate) fn listed(sb: &Sandbox) -> Vec<String> {
     sb.roots("default")
         .iter()
         .map(|r| r["uri"].as_str().unwrap().to_owned())
         .collect()
 }
 
-fn stop(mut daemon: Daemon) {
+pub(crate) fn stop(mut daemon: Daemon) {
     daemon.signal(Signal::TERM);
     let status = daemon.wait();
     assert_eq!(status.code(), Some(0), "{}", daemon.stderr());
@@ -53,7 +53,7 @@ fn stop_traced(sb: &Sandbox, mut tracer: Daemon) -> (Option<i32>, String) {
 }
 
 /// `cmd` (a rootsd command) run under `strace` with `strace_args`.
-fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
+pub(crate) fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
     assert!(
         Command::new("strace")
             .arg("-V")
@@ -77,7 +77,7 @@ fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
 }
 
 /// Starts rootsd on the sandbox expecting it to refuse; returns what it said.
-fn refused_start(sb: &Sandbox) -> String {
+pub(crate) fn refused_start(sb: &Sandbox) -> String {
     let output = output_within(&mut sb.rootsd());
     assert_ne!(
         output.status.code(),
@@ -94,13 +94,13 @@ fn refused_start(sb: &Sandbox) -> String {
     said
 }
 
-fn recover(sb: &Sandbox) -> String {
+pub(crate) fn recover(sb: &Sandbox) -> String {
     let output = output_within(sb.rootsd().arg("--recover"));
     assert_exit(&output, 0, "rootsd --recover");
     stderr_of(&output)
 }
 
-fn state_files(sb: &Sandbox, prefix: &str) -> Vec<PathBuf> {
+pub(crate) fn state_files(sb: &Sandbox, prefix: &str) -> Vec<PathBuf> {
     std::fs::read_dir(&sb.state)
         .unwrap()
         .flatten()
