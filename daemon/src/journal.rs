@@ -33,8 +33,9 @@ use crate::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
 
-/// Once the records after its snapshot pass this size, the journal is rewritten as a single
-/// snapshot.
+/// Once the records after its snapshot pass this size, or twice the snapshot's if that is more,
+/// the journal is rewritten as a single snapshot: so it stays within three times the live data
+/// (the snapshot) plus 1 MiB, plus the changes of one batch.
 pub const COMPACT_AFTER: u64 = 1 << 20;
 
 /// One record.
@@ -347,6 +348,33 @@ impl Journal {
         })
     }
 
+    /// Rewrites the journal as a snapshot of `contents` (which the database is durable at),
+    /// followed by `tail`, the changes written after it that are not durable yet: aside, synced,
+    /// renamed over, the directory synced. Returns the length up to the tail, the part that is
+    /// durable as the journal's (a failed sync of the tail cuts back to it).
+    pub fn compact(&mut self, contents: &Contents, tail: &[Change]) -> io::Result<u64> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let temporary = self.path.with_extension("journal.new");
+        let mut bytes = encode(&Entry::Snapshot(contents.clone()));
+        let snapshot_len = bytes.len() as u64;
+        bytes.extend_from_slice(&encode(&Entry::Checkpoint(contents.revision)));
+        let durable = bytes.len() as u64;
+        for change in tail {
+            bytes.extend_from_slice(&encode(&Entry::Change(change.clone())));
+        }
+        {
+            let file = private_file(&temporary, true)?;
+            file.write_all_at(&bytes, 0)?;
+            file.sync_all()?;
+        }
+        fs::rename(&temporary, &self.path)?;
+        sync_dir(dir)?;
+        self.file = private_file(&self.path, false)?;
+        self.len = bytes.len() as u64;
+        self.snapshot_len = snapshot_len;
+        Ok(durable)
+    }
+
     /// Opens an existing journal, as `replay` found it, for appending after its valid records,
     /// cutting off a torn last record.
     pub fn open(path: &Path, replay: &Replay) -> io::Result<Self> {
@@ -373,14 +401,19 @@ impl Journal {
         self.len
     }
 
+    /// Bytes of the snapshot the journal starts with: the live data, as the journal holds it.
+    pub fn snapshot_len(&self) -> u64 {
+        self.snapshot_len
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`], so that the
-    /// journal should be rewritten as one snapshot.
+    /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`] (or twice the
+    /// snapshot), so that the journal should be rewritten as one snapshot.
     pub fn wants_compaction(&self) -> bool {
-        self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER
+        self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER.max(2 * self.snapshot_len)
     }
 
     /// Writes `entry` after the last record. Not durable until [`Journal::sync`].

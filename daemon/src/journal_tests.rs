@@ -79,7 +79,7 @@ fn records_written_before_the_history_existed_still_read_and_make_no_entries() {
 }
 
 #[test]
-fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_the_threshold() {
+fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_twice_its_size() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(FILE_NAME);
     let mut contents = Contents::default();
@@ -105,13 +105,29 @@ fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_the_threshold(
             )))
             .unwrap();
     }
-    let grown = journal.len() - encode(&Entry::Snapshot(contents.clone())).len() as u64;
+    let snapshot = encode(&Entry::Snapshot(contents.clone())).len() as u64;
+    let grown = journal.len() - snapshot;
+    let threshold = COMPACT_AFTER.max(2 * snapshot);
     assert!(
-        grown > COMPACT_AFTER && grown < COMPACT_AFTER + 20_000,
-        "{grown}"
+        threshold > COMPACT_AFTER,
+        "twice a large snapshot is the threshold"
     );
-    let reopened = Journal::open(&path, &read(&path).unwrap().unwrap()).unwrap();
+    assert!(grown > threshold && grown < threshold + 20_000, "{grown}");
+    let mut reopened = Journal::open(&path, &read(&path).unwrap().unwrap()).unwrap();
     assert!(reopened.wants_compaction());
+
+    // Compacting with changes in flight keeps them after the snapshot, not yet counted durable.
+    let tail = [change(contents.revision + 1, "a", &["file:///in-flight"])];
+    let durable = reopened.compact(&contents, &tail).unwrap();
+    assert_eq!(
+        reopened.len(),
+        durable + encode(&Entry::Change(tail[0].clone())).len() as u64
+    );
+    let replay = read(&path).unwrap().unwrap();
+    assert_eq!(replay.damage, None);
+    assert_eq!(replay.base, contents);
+    assert_eq!(replay.changes, tail);
+    assert!(!reopened.wants_compaction());
 }
 
 fn journal(entries: &[Entry]) -> Vec<u8> {

@@ -101,6 +101,8 @@ impl Outcome {
 /// Opens the store in `state_dir`, refusing a damaged one.
 pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
     crate::recovery::refuse_if_interrupted(state_dir)?;
+    // A rebuild of the database the commit thread did not finish: the database is the old one.
+    crate::store::remove_leftovers(&state_dir.join(DB_DIR));
     let journal_path = state_dir.join(journal::FILE_NAME);
     let replay = journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
     let Some(replay) = replay else {

@@ -178,6 +178,52 @@ impl Store {
         }
     }
 
+    /// Bytes the database's files take on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        disk_bytes(&self.dir)
+    }
+
+    /// Writes `contents` into a fresh database beside this one (`<dir>.compacting`), then swaps
+    /// the two directories in one `renameat2(RENAME_EXCHANGE)` and removes the old one: sled
+    /// keeps the space of every value it ever rewrote (a database of 0.1 MiB of roots grew past
+    /// 100 MiB), and this is how it is given back. A crash before the swap leaves the old
+    /// database, after it the new one (checkpointed at `contents.revision`, which is no older
+    /// than what the journal says was checkpointed); [`remove_leftovers`] clears the rest.
+    pub fn rebuild(self, contents: &Contents) -> Result<Self, StoreError> {
+        let dir = self.dir.clone();
+        let fresh = compacting_dir(&dir);
+        let io = |action: &'static str, path: &Path| {
+            let path = path.display().to_string();
+            move |error: std::io::Error| StoreError::Sync {
+                action,
+                path,
+                error,
+            }
+        };
+        remove_leftovers(&dir);
+        {
+            let built = Self::open(&fresh)?;
+            built.replace_all(contents)?;
+        }
+        wait_until_released(&fresh);
+        drop(self);
+        wait_until_released(&dir);
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &fresh,
+            rustix::fs::CWD,
+            &dir,
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .map_err(|error| io("swap in the rebuilt database at", &dir)(error.into()))?;
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync", parent))?;
+        remove_leftovers(&dir);
+        Self::reopen(&dir, std::time::Duration::from_secs(10))
+    }
+
     /// Checks the schema, writing it into a database that has none. Returns whether it had
     /// none.
     fn check_schema(&self) -> Result<bool, StoreError> {
@@ -400,6 +446,40 @@ fn encode_entry(entry: &HistoryEntryV1) -> Vec<u8> {
     serde_json::to_vec(entry).expect("stored types always serialise")
 }
 
+/// Where [`Store::rebuild`] builds the new database.
+fn compacting_dir(dir: &Path) -> PathBuf {
+    dir.with_extension("compacting")
+}
+
+/// Removes what an interrupted [`Store::rebuild`] left beside the database in `dir`.
+pub fn remove_leftovers(dir: &Path) {
+    let _ = std::fs::remove_dir_all(compacting_dir(dir));
+}
+
+/// Bytes the files under `dir` take on disk.
+pub fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_bytes(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// sled releases its directory lock from a background thread after the last handle goes.
+fn wait_until_released(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while is_locked(dir) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Whether another handle holds the database's lock. sled takes `flock(LOCK_EX | LOCK_NB)` on
 /// `<dir>/db` and reports a failure only as text, so the lock is probed with the same call
 /// instead. `flock` locks belong to an open file, so the probe conflicts with sled's lock even
@@ -412,197 +492,5 @@ pub(crate) fn is_locked(dir: &Path) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-
-    fn ws(name: &str) -> WorkspaceName {
-        WorkspaceName::new(name).unwrap()
-    }
-
-    /// A change of workspace `w` to one root, `file:///r<revision>`, made by uid 1000.
-    fn change(revision: u64) -> Change {
-        Change {
-            revision,
-            workspace: ws("w"),
-            state: StoredWorkspaceV1 {
-                revision,
-                roots: vec![crate::model::StoredRootV1 {
-                    uri: format!("file:///r{revision}"),
-                    name: None,
-                    by_hand: true,
-                    published_by: Vec::new(),
-                }],
-            },
-            origin: Some(crate::model::Origin::Peer(crate::model::PeerV1 {
-                uid: 1000,
-                ..Default::default()
-            })),
-            time_unix_ms: revision,
-        }
-    }
-
-    /// The history keys in the database, as slots.
-    fn history_slots(store: &Store) -> Vec<u32> {
-        store
-            .tree()
-            .scan_prefix(HISTORY_PREFIX)
-            .map(|item| {
-                let (key, _) = item.unwrap();
-                u32::from_be_bytes(key[HISTORY_PREFIX.len()..].try_into().unwrap())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn history_entries_are_stored_with_their_changes_in_a_ring_of_slots() {
-        let dir = tempfile::tempdir().unwrap();
-        let limit = crate::limits::HISTORY_ENTRIES as u64;
-        let mut contents = Contents::default();
-        {
-            let store = Store::open(dir.path()).unwrap();
-            // In batches of seven, as the commit thread hands them over.
-            let all: Vec<Change> = (1..=limit + 10).map(change).collect();
-            for batch in all.chunks(7) {
-                for c in batch {
-                    contents.apply(c);
-                }
-                store.apply(batch, &contents).unwrap();
-            }
-            // Every slot is taken once; the newest ten overwrote the oldest ten.
-            assert_eq!(history_slots(&store), (0..limit as u32).collect::<Vec<_>>());
-            store.checkpoint().unwrap();
-        }
-        let store = Store::reopen(dir.path(), PATIENCE).unwrap();
-        assert_eq!(store.load().unwrap(), contents);
-        let mut fewer = contents.clone();
-        fewer.history.truncate(3);
-        store.replace_all(&fewer).unwrap();
-        assert_eq!(history_slots(&store), [11, 12, 13]);
-        assert_eq!(store.load().unwrap(), fewer);
-    }
-
-    #[test]
-    fn a_damaged_history_entry_is_refused_not_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut contents = Contents::default();
-        contents.apply(&change(1));
-        store.apply(&[change(1)], &contents).unwrap();
-        store
-            .tree()
-            .insert(history_key(1), b"{not json".as_slice())
-            .unwrap();
-        let error = store.load().unwrap_err().to_string();
-        assert!(error.contains("corrupt record"), "{error}");
-        // An entry filed in another revision's slot is damage too.
-        let moved = serde_json::to_vec(&contents.history[0]).unwrap();
-        store
-            .tree()
-            .insert(history_key(1), moved.as_slice())
-            .unwrap();
-        assert!(store.load().is_ok());
-        store.tree().remove(history_key(1)).unwrap();
-        store.tree().insert(history_key(2), moved).unwrap();
-        let error = store.load().unwrap_err().to_string();
-        assert!(error.contains("belongs in another slot"), "{error}");
-    }
-
-    #[test]
-    fn checkpointed_changes_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let contents = StoredWorkspaceV1 {
-            revision: 3,
-            roots: vec![crate::model::StoredRootV1 {
-                uri: "file:///a".into(),
-                name: Some("a".into()),
-                by_hand: true,
-                published_by: Vec::new(),
-            }],
-        };
-        {
-            let store = Store::open(dir.path()).unwrap();
-            assert!(store.was_fresh());
-            let change = Change {
-                revision: 3,
-                workspace: ws("work"),
-                state: contents.clone(),
-                origin: None,
-                time_unix_ms: 0,
-            };
-            let mut after = Contents::default();
-            after.apply(&change);
-            store.apply(&[change], &after).unwrap();
-            store.checkpoint().unwrap();
-        }
-        let store = Store::reopen(dir.path(), PATIENCE).unwrap();
-        assert!(!store.was_fresh());
-        let loaded = store.load().unwrap();
-        assert_eq!(loaded.revision, 3);
-        assert_eq!(loaded.workspaces[&ws("work")], contents);
-    }
-
-    #[test]
-    fn replace_all_leaves_exactly_the_given_contents() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let one = |revision| StoredWorkspaceV1 {
-            revision,
-            roots: Vec::new(),
-        };
-        let mut before = Contents::default();
-        before.apply(&change(1));
-        store.apply(&[change(1)], &before).unwrap();
-        let mut contents = Contents {
-            revision: 5,
-            ..Contents::default()
-        };
-        contents.workspaces.insert(ws("new"), one(5));
-        store.replace_all(&contents).unwrap();
-        assert_eq!(store.load().unwrap(), contents);
-    }
-
-    #[test]
-    fn a_second_open_of_the_same_directory_fails() {
-        let dir = tempfile::tempdir().unwrap();
-        let _first = Store::open(dir.path()).unwrap();
-        assert!(matches!(
-            Store::open(dir.path()),
-            Err(StoreError::Open { .. })
-        ));
-    }
-
-    #[test]
-    fn the_lock_probe_sees_an_open_store_and_leaves_it_working() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(!is_locked(dir.path()), "no database yet, so no lock");
-        let store = Store::open(dir.path()).unwrap();
-        assert!(is_locked(dir.path()));
-        assert!(
-            is_locked(dir.path()),
-            "the first probe let go of its own lock"
-        );
-        store.tree().insert(b"k", b"v").unwrap();
-        store.tree().flush().unwrap();
-    }
-
-    #[test]
-    fn an_unknown_schema_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = Store::open(dir.path()).unwrap();
-            store
-                .tree()
-                .insert(SCHEMA_KEY, &9u32.to_be_bytes())
-                .unwrap();
-            store.tree().flush().unwrap();
-        }
-        let reopened = Store::reopen(dir.path(), PATIENCE);
-        assert!(
-            matches!(reopened, Err(StoreError::UnknownSchema { found: 9 })),
-            "{:?}",
-            reopened.err()
-        );
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

@@ -18,6 +18,8 @@ mod crash;
 mod daemon;
 #[path = "core/gone.rs"]
 mod gone;
+#[path = "core/growth.rs"]
+mod growth;
 #[path = "core/history.rs"]
 mod history;
 #[path = "core/input.rs"]
