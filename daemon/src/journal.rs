@@ -108,6 +108,8 @@ pub struct Replay {
     pub after_damage: Vec<Change>,
     /// After the first damage: every further line that does not check out.
     pub more_damage: Vec<Damage>,
+    /// The line of the last record that checks out (0: none).
+    pub last_sound_line: usize,
 }
 
 impl Replay {
@@ -213,6 +215,7 @@ pub fn replay(bytes: &[u8]) -> Replay {
         damage: None,
         after_damage: Vec::new(),
         more_damage: Vec::new(),
+        last_sound_line: 0,
     };
     let mut offset = 0usize;
     let mut line_number = 0usize;
@@ -234,8 +237,12 @@ pub fn replay(bytes: &[u8]) -> Replay {
         if replay.damage.is_some() {
             // Past the damage, every record that checks out is kept for recovery.
             match decoded {
-                Ok(Entry::Change(change)) => replay.after_damage.push(change),
-                Ok(_) => {}
+                Ok(entry) => {
+                    replay.last_sound_line = line_number;
+                    if let Entry::Change(change) = entry {
+                        replay.after_damage.push(change);
+                    }
+                }
                 Err(reason) => replay.more_damage.push(damage(reason)),
             }
             offset += end + 1;
@@ -266,12 +273,14 @@ pub fn replay(bytes: &[u8]) -> Replay {
         if let Err(reason) = fits {
             replay.damage = Some(damage(reason));
             // The record itself checks out: recovery may still keep it.
+            replay.last_sound_line = line_number;
             if let Entry::Change(change) = entry {
                 replay.after_damage.push(change);
             }
             offset += end + 1;
             continue;
         }
+        replay.last_sound_line = line_number;
         match entry {
             Entry::Snapshot(contents) => {
                 replay.checkpoint = contents.revision;

@@ -102,6 +102,22 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
         contents.apply(change);
         applied += 1;
     }
+    // A damaged record after the last sound one may have held a change no source has, and
+    // nothing after it tells which revision it was: say so rather than keep quiet.
+    if let Some(replay) = replay
+        && let Some(last) = replay
+            .damage
+            .iter()
+            .chain(&replay.more_damage)
+            .filter(|d| d.line > replay.last_sound_line)
+            .map(|d| d.line)
+            .min()
+    {
+        lost.push(format!(
+            "whatever the journal's damaged last record(s), from line {last}, held after revision {}: a change acknowledged just before rootsd stopped, if they held one",
+            contents.revision
+        ));
+    }
     if applied > 0 {
         from.push_str(&format!(
             ", then the journal's {applied} sound record(s) after the damage (to revision {})",
@@ -581,6 +597,22 @@ mod tests {
             assert_eq!(opened.contents, every, "stopped after {stop:?}");
             assert!(!dir.path().join(PLAN).exists());
         }
+    }
+
+    #[test]
+    fn a_damaged_last_record_is_named_as_possibly_lost() {
+        let (dir, _) = crashed_and_damaged(30, 29, 30);
+        let recovered = recover(dir.path()).unwrap();
+        assert_eq!(recovered.contents.revision, 29);
+        let Outcome::Recovered { lost, .. } = &recovered.outcome else {
+            panic!("{:?}", recovered.outcome)
+        };
+        assert!(
+            lost.len() == 1
+                && lost[0].contains("damaged last record")
+                && lost[0].contains("after revision 29"),
+            "{lost:?}"
+        );
     }
 
     #[test]
