@@ -40,9 +40,10 @@ pub struct Args {
     ///
     /// rootsd refuses to start when its database and its journal (which holds every
     /// acknowledged change) disagree in a way no crash explains, or one of them is damaged. Stop
-    /// any running rootsd and run this once: it rebuilds the damaged part from the sound one,
-    /// keeps the damaged files beside the new ones (db.damaged-TIME, roots.journal.damaged-TIME),
-    /// and exits; then start rootsd as usual.
+    /// any running rootsd and run this once: it rebuilds the store from everything sound in
+    /// both (every journal record whose checksum holds), says what it could not keep, keeps the
+    /// replaced files beside the new ones (db.damaged-TIME, roots.journal.damaged-TIME), and
+    /// exits; then start rootsd as usual. Interrupted, it can simply be run again.
     #[arg(long)]
     pub recover: bool,
 

@@ -11,10 +11,17 @@
 //! a later write succeeds, which heals it. The database is brought up to date after each sync
 //! and checkpointed when writes pause; a database that fails is reopened and rewritten from the
 //! committed view, while the journal keeps every acknowledged change safe meanwhile.
+//!
+//! Nothing that fails in the database may take the commit thread with it: sled's panics are
+//! errors by the time they leave [`crate::store`], and should anything else panic on the thread,
+//! [`supervise`] fails the changes in flight, marks the database for rewriting and runs the loop
+//! again. Locks are taken past poisoning for the same reason. Once the thread has stopped (at
+//! shutdown), a write is refused at once instead of waiting for a sync that will never come.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -63,6 +70,9 @@ struct Written {
 
 struct State {
     journal: Journal,
+    /// A second handle on the journal's file, for syncing it without the lock; replaced with
+    /// the journal when it is compacted (a handle on the old file would sync the wrong file).
+    sync: Arc<File>,
     pending: Contents,
     /// Written to the journal, not yet durable, in order.
     unsynced: VecDeque<Written>,
@@ -79,16 +89,23 @@ struct State {
     /// when no sync is waiting, and before every checkpoint; a checkpoint comes at the latest
     /// after [`CHECKPOINT_AFTER_CHANGES`], so this stays bounded.
     behind: Vec<Change>,
+    /// When a writer last wrote, or a checkpoint last failed: the next idle checkpoint comes
+    /// [`CHECKPOINT_AFTER_IDLE`] after it, so a database that keeps failing is retried at that
+    /// pace rather than in a busy loop.
     last_write: Instant,
     closing: bool,
+    /// The commit thread has stopped: nothing written now would ever be synced.
+    stopped: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     committed: Arc<RwLock<Contents>>,
-    /// `None` only while a failed database is being reopened.
+    /// `None` while a failed database is being reopened, or after reopening it failed.
     store: Mutex<Option<Store>>,
+    /// The database's directory, to reopen it even when no handle is left.
+    db_dir: std::path::PathBuf,
     on_durable: OnDurable,
 }
 
@@ -107,6 +124,8 @@ impl Committer {
         committed: Arc<RwLock<Contents>>,
         on_durable: OnDurable,
     ) -> Result<Self, StoreError> {
+        // A database that kept its room over a restart is rebuilt at the first idle checkpoint.
+        let shrink = usize::from(oversized(&store, journal.snapshot_len()));
         let sync = journal.sync_handle().map_err(|error| StoreError::Journal {
             action: "open",
             path: journal.path().display().to_string(),
@@ -114,21 +133,24 @@ impl Committer {
         })?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
+                sync: Arc::new(sync),
                 durable_len: journal.len(),
                 journal,
                 pending: contents,
                 unsynced: VecDeque::new(),
                 journal_problem: None,
                 database_problem: None,
-                since_checkpoint: 0,
+                since_checkpoint: shrink,
                 database_stale: false,
                 checkpointed: 0,
                 behind: Vec::new(),
                 last_write: Instant::now(),
                 closing: false,
+                stopped: false,
             }),
             wake: Condvar::new(),
             committed,
+            db_dir: store.dir().to_owned(),
             store: Mutex::new(Some(store)),
             on_durable,
         });
@@ -136,7 +158,7 @@ impl Committer {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("rootsd-commit".to_owned())
-                .spawn(move || run(&shared, &sync))
+                .spawn(move || supervise(&shared))
                 .map_err(|error| StoreError::Journal {
                     action: "start the commit thread for",
                     path: "the journal".to_owned(),
@@ -161,7 +183,14 @@ impl Committer {
     where
         E: From<StoreError>,
     {
-        let mut state = self.shared.state.lock().expect("commit state");
+        let mut state = lock(&self.shared.state);
+        if state.stopped || state.closing {
+            return Err(StoreError::Damaged(
+                "rootsd is shutting down and takes no more changes; try again once it has restarted"
+                    .to_owned(),
+            )
+            .into());
+        }
         match plan(&state.pending)? {
             Plan::Unchanged { revision, reply } => {
                 // The reply describes the pending view; it holds only once that is durable.
@@ -209,7 +238,7 @@ impl Committer {
 
     /// How the store is doing.
     pub fn health(&self) -> Health {
-        let state = self.shared.state.lock().expect("commit state");
+        let state = lock(&self.shared.state);
         match state
             .journal_problem
             .as_ref()
@@ -227,11 +256,11 @@ impl Committer {
     /// error means the last checkpoint failed (acknowledged changes are still in the journal).
     pub fn close(&self) -> Result<(), StoreError> {
         {
-            let mut state = self.shared.state.lock().expect("commit state");
+            let mut state = lock(&self.shared.state);
             state.closing = true;
             self.shared.wake.notify_one();
         }
-        match self.thread.lock().expect("commit thread").take() {
+        match lock(&self.thread).take() {
             Some(thread) => thread.join().unwrap_or_else(|_| {
                 Err(StoreError::Damaged(
                     "the commit thread panicked; the journal holds every acknowledged change"
@@ -249,15 +278,91 @@ impl Drop for Committer {
     }
 }
 
+/// A mutex's guard, even if a thread panicked holding it: every panic on the commit thread is
+/// caught and its state made consistent again ([`supervise`]), so poisoning says nothing here.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read(committed: &RwLock<Contents>) -> std::sync::RwLockReadGuard<'_, Contents> {
+    committed.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(committed: &RwLock<Contents>) -> std::sync::RwLockWriteGuard<'_, Contents> {
+    committed.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs the commit loop, and runs it again if it panics, until it returns (at shutdown). Then
+/// fails whatever was still waiting, so that no writer waits for a thread that is gone.
+fn supervise(shared: &Shared) -> Result<(), StoreError> {
+    let result = loop {
+        match catch_unwind(AssertUnwindSafe(|| run(shared))) {
+            Ok(result) => break result,
+            Err(panic) => recover_from_panic(shared, &panic_message(&*panic)),
+        }
+    };
+    let mut state = lock(&shared.state);
+    state.stopped = true;
+    fail_unsynced(
+        &mut state,
+        "the commit thread stopped before the change was durable",
+    );
+    result
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
+/// After a panic on the commit thread: the changes in flight are refused (their writers are told,
+/// and the journal is cut back to what was durable), and the database is rewritten from the
+/// committed view at the next checkpoint, since it may have missed a batch.
+fn recover_from_panic(shared: &Shared, message: &str) {
+    let mut state = lock(&shared.state);
+    let problem = format!(
+        "the commit thread failed ({message}) and was restarted; the changes in flight were refused, every acknowledged change is safe in the journal, and rootsd rewrites the database"
+    );
+    tracing::error!("{problem}");
+    state
+        .database_problem
+        .get_or_insert((problem, crate::clock::unix_secs()));
+    state.database_stale = true;
+    state.behind.clear();
+    let durable = state.durable_len;
+    if let Err(cut) = state.journal.truncate(durable) {
+        tracing::error!(error = %cut, "could not cut the journal back to its durable length");
+    }
+    fail_unsynced(
+        &mut state,
+        "the commit thread failed before the change was durable",
+    );
+    state.pending = read(&shared.committed).clone();
+}
+
+/// Tells every writer still waiting that its change was not made.
+fn fail_unsynced(state: &mut State, why: &str) {
+    for written in state.unsynced.drain(..) {
+        for waiter in written.waiters {
+            let _ = waiter.send(Err(StoreError::Damaged(format!(
+                "{why}; nothing was changed"
+            ))));
+        }
+    }
+}
+
 /// The commit thread: syncs what writers wrote, publishes it, and checkpoints when idle.
-fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
-    let mut state = shared.state.lock().expect("commit state");
+fn run(shared: &Shared) -> Result<(), StoreError> {
+    let mut state = lock(&shared.state);
     loop {
         if state.unsynced.is_empty() && !state.behind.is_empty() {
             let behind = std::mem::take(&mut state.behind);
             drop(state);
             catch_up_database(shared, &behind);
-            state = shared.state.lock().expect("commit state");
+            state = lock(&shared.state);
             continue;
         }
         if state.unsynced.is_empty() {
@@ -270,7 +375,7 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
             {
                 drop(state);
                 let _ = checkpoint(shared, false);
-                state = shared.state.lock().expect("commit state");
+                state = lock(&shared.state);
                 continue;
             }
             let wait = if state.since_checkpoint > 0 || state.database_stale {
@@ -281,7 +386,7 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
             state = shared
                 .wake
                 .wait_timeout(state, wait)
-                .expect("commit state")
+                .unwrap_or_else(PoisonError::into_inner)
                 .0;
             continue;
         }
@@ -289,9 +394,10 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
         // and wait for the next.
         let target = state.journal.len();
         let count = state.unsynced.len();
+        let sync = state.sync.clone();
         drop(state);
         let synced = sync.sync_data();
-        state = shared.state.lock().expect("commit state");
+        state = lock(&shared.state);
         match synced {
             Ok(()) => {
                 state.durable_len = target;
@@ -300,14 +406,14 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                 state.since_checkpoint += batch.len();
                 drop(state);
                 let published = publish(shared, batch);
-                state = shared.state.lock().expect("commit state");
+                state = lock(&shared.state);
                 state.behind.extend(published);
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
                     || state.journal.wants_compaction()
                 {
                     drop(state);
                     let _ = checkpoint(shared, false);
-                    state = shared.state.lock().expect("commit state");
+                    state = lock(&shared.state);
                 }
             }
             Err(error) => {
@@ -324,7 +430,7 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
                     tracing::error!(error = %cut, "could not cut the journal back to its durable length");
                 }
                 let failed: Vec<Written> = state.unsynced.drain(..).collect();
-                state.pending = shared.committed.read().expect("committed").clone();
+                state.pending = read(&shared.committed).clone();
                 for written in failed {
                     for waiter in written.waiters {
                         let _ = waiter.send(Err(StoreError::Journal {
@@ -344,15 +450,11 @@ fn run(shared: &Shared, sync: &File) -> Result<(), StoreError> {
 fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
     let mut changes = Vec::with_capacity(batch.len());
     for written in batch {
-        shared
-            .committed
-            .write()
-            .expect("committed")
-            .apply(&written.change);
+        write(&shared.committed).apply(&written.change);
         // Publishing reads only the changed workspace, under a read lock: cloning the whole
         // contents per change made a burst of changes quadratic in the number of workspaces.
         // Only this thread writes `committed`, so no change can slip in between.
-        let committed = shared.committed.read().expect("committed");
+        let committed = read(&shared.committed);
         (shared.on_durable)(&written.change, &committed);
         drop(committed);
         for waiter in written.waiters {
@@ -365,14 +467,14 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
 
 /// Hands the database the durable changes it has not taken yet, as one batch.
 fn catch_up_database(shared: &Shared, changes: &[Change]) {
-    let applied = match shared.store.lock().expect("store").as_ref() {
+    let applied = match lock(&shared.store).as_ref() {
         // The committed view holds these changes' history entries. Only this thread writes it,
         // so reading it while sled applies the batch holds up no writer.
-        Some(store) => store.apply(changes, &shared.committed.read().expect("committed")),
+        Some(store) => store.apply(changes, &read(&shared.committed)),
         None => Ok(()),
     };
     if let Err(error) = applied {
-        let mut state = shared.state.lock().expect("commit state");
+        let mut state = lock(&shared.state);
         note_database_problem(&mut state, &error);
     }
 }
@@ -392,16 +494,19 @@ fn note_database_problem(state: &mut State, error: &StoreError) {
 /// rewrites a database that failed, and compacts a long journal. `last`: at shutdown, where the
 /// journal is synced too and a failure is the caller's to report.
 fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
-    let behind = std::mem::take(&mut shared.state.lock().expect("commit state").behind);
+    let behind = std::mem::take(&mut lock(&shared.state).behind);
     catch_up_database(shared, &behind);
-    let stale = shared.state.lock().expect("commit state").database_stale;
+    let (stale, live) = {
+        let state = lock(&shared.state);
+        (state.database_stale, state.journal.snapshot_len())
+    };
     // Read in place rather than cloned: the contents hold the history, a few hundred KB. Only
     // this thread writes them, so holding the read lock blocks no writer, and readers share it.
-    let committed = shared.committed.read().expect("committed");
+    let committed = read(&shared.committed);
     let done = {
-        let mut store = shared.store.lock().expect("store");
-        if stale {
-            reopen(&mut store).and_then(|store| store.replace_all(&committed))
+        let mut store = lock(&shared.store);
+        let checkpointed = if stale {
+            reopen(&mut store, &shared.db_dir).and_then(|store| store.replace_all(&committed))
         } else {
             match store.as_ref() {
                 Some(store) => store.checkpoint(),
@@ -409,12 +514,14 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
                     "the database could not be reopened".to_owned(),
                 )),
             }
-        }
+        };
+        checkpointed.and_then(|()| shrink_if_oversized(&mut store, &committed, live))
     };
-    let mut state = shared.state.lock().expect("commit state");
+    let mut state = lock(&shared.state);
     if let Err(error) = done {
         note_database_problem(&mut state, &error);
         state.since_checkpoint = 0;
+        state.last_write = Instant::now();
         return Err(error);
     }
     state.database_stale = false;
@@ -429,13 +536,21 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
             error,
         }
     };
-    if state.unsynced.is_empty() && state.journal.wants_compaction() {
-        // Nothing is in flight, so the pending view is the committed one: the journal can start
-        // afresh from it.
-        let fresh = Journal::create(&path, &committed, committed.revision)
+    if state.journal.wants_compaction() {
+        // The database is durable at the committed revision, so the journal can start afresh
+        // from it; the changes written since, not yet synced, follow the snapshot, and the next
+        // sync makes them durable as before. Writers wait meanwhile, which is what keeps
+        // compaction from starving under back-to-back writes (it used to wait for a moment
+        // with nothing in flight, which a writer that sends its next change as soon as the
+        // last is acknowledged never leaves).
+        let tail: Vec<Change> = state.unsynced.iter().map(|w| w.change.clone()).collect();
+        let durable = state
+            .journal
+            .compact(&committed, &tail)
             .map_err(journal_error("compact"))?;
-        state.durable_len = fresh.len();
-        state.journal = fresh;
+        let sync = state.journal.sync_handle().map_err(journal_error("open"))?;
+        state.sync = Arc::new(sync);
+        state.durable_len = durable;
         state.checkpointed = committed.revision;
         return Ok(());
     }
@@ -453,16 +568,132 @@ fn checkpoint(shared: &Shared, last: bool) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// sled keeps the space of every value it rewrote, and every change rewrites its workspace's
+/// whole value: past this many times the live data (the journal's snapshot)…
+const DATABASE_GROWTH: u64 = 4;
+/// …and this floor (what sled takes for a small store, with room to spare), the database is
+/// rebuilt ([`Store::rebuild`]).
+const DATABASE_FLOOR: u64 = 16 << 20;
+
+fn oversized(store: &Store, live: u64) -> bool {
+    store.disk_bytes() > DATABASE_FLOOR.max(DATABASE_GROWTH * live)
+}
+
+/// Rebuilds the database, which is durable at `committed`, if it takes more room than
+/// [`DATABASE_GROWTH`] and [`DATABASE_FLOOR`] allow. Leaves no handle if the rebuild fails: the
+/// next checkpoint reopens the directory (the old database or the new, both sound).
+fn shrink_if_oversized(
+    slot: &mut Option<Store>,
+    committed: &Contents,
+    live: u64,
+) -> Result<(), StoreError> {
+    if !slot.as_ref().is_some_and(|store| oversized(store, live)) {
+        return Ok(());
+    }
+    let old = slot.take().expect("checked above");
+    let before = old.disk_bytes();
+    let rebuilt = old.rebuild(committed)?;
+    tracing::info!(
+        before,
+        after = rebuilt.disk_bytes(),
+        live,
+        "rebuilt the database to give back the room sled kept"
+    );
+    *slot = Some(rebuilt);
+    Ok(())
+}
+
 /// Replaces a database handle that failed with a fresh one on the same directory.
-fn reopen(slot: &mut Option<Store>) -> Result<&Store, StoreError> {
-    let dir = match slot.take() {
-        // sled lets go of its directory only once every handle is gone.
-        Some(old) => old.dir().to_owned(),
-        None => return Err(StoreError::Damaged("the database has no handle".to_owned())),
-    };
-    let fresh = Store::reopen(&dir, Duration::from_secs(10));
-    match fresh {
-        Ok(store) => Ok(slot.insert(store)),
-        Err(error) => Err(error),
+fn reopen<'a>(slot: &'a mut Option<Store>, dir: &std::path::Path) -> Result<&'a Store, StoreError> {
+    // sled lets go of its directory only once every handle is gone; dropping the old one may
+    // fail inside sled, which the store logs and survives.
+    drop(slot.take());
+    let fresh = Store::reopen(dir, Duration::from_secs(10))?;
+    Ok(slot.insert(fresh))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{StoredRootV1, StoredWorkspaceV1};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn change(revision: u64) -> Change {
+        Change {
+            revision,
+            workspace: rootsd_proto::WorkspaceName::new("w").unwrap(),
+            state: StoredWorkspaceV1 {
+                revision,
+                roots: vec![StoredRootV1 {
+                    uri: format!("file:///r{revision}"),
+                    name: None,
+                    by_hand: true,
+                    published_by: Vec::new(),
+                }],
+            },
+            origin: None,
+            time_unix_ms: 0,
+        }
+    }
+
+    fn write_next(committer: &Committer) -> Ticket {
+        let ((), ticket) = committer
+            .write(|pending| Ok::<_, StoreError>(Plan::Write(change(pending.revision + 1), ())))
+            .unwrap();
+        ticket.expect("a change has a ticket")
+    }
+
+    #[test]
+    fn a_panic_on_the_commit_thread_fails_its_writer_and_later_writes_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let journal = Journal::create(
+            &dir.path().join(crate::journal::FILE_NAME),
+            &Contents::default(),
+            0,
+        )
+        .unwrap();
+        let committed = Arc::new(RwLock::new(Contents::default()));
+        let panicked = Arc::new(AtomicBool::new(false));
+        let once = panicked.clone();
+        let on_durable: OnDurable = Box::new(move |_, _| {
+            if !once.swap(true, Ordering::SeqCst) {
+                panic!("a fault on the commit thread");
+            }
+        });
+        let committer = Committer::start(
+            journal,
+            store,
+            Contents::default(),
+            committed.clone(),
+            on_durable,
+        )
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let first = runtime.block_on(write_next(&committer));
+        assert!(panicked.load(Ordering::SeqCst));
+        assert!(
+            !matches!(first, Ok(Ok(()))),
+            "the writer whose change met the panic is not told it succeeded"
+        );
+        // A write that arrives while the thread recovers is refused with the changes in flight;
+        // one after it succeeds.
+        let succeeded =
+            (0..100).any(|_| matches!(runtime.block_on(write_next(&committer)), Ok(Ok(()))));
+        assert!(succeeded, "a write after the panic succeeds");
+        committer.close().unwrap();
+        assert_eq!(committer.health(), Health::Ok, "the checkpoint healed it");
+        let refused = committer
+            .write(|pending| Ok::<_, StoreError>(Plan::Write(change(pending.revision + 1), ())));
+        assert!(
+            refused.is_err(),
+            "a write after the thread stopped is refused, not left waiting"
+        );
+        let replay = crate::journal::read(&dir.path().join(crate::journal::FILE_NAME))
+            .unwrap()
+            .unwrap();
+        assert_eq!(replay.revision(), committed.read().unwrap().revision);
     }
 }

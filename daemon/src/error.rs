@@ -77,6 +77,12 @@ pub enum StoreError {
         path: String,
         error: std::io::Error,
     },
+    /// sled panicked inside a call (see [`crate::store`]): the handle is treated as failed.
+    #[error("the database failed: sled panicked while {during} ({message})")]
+    Panicked {
+        during: &'static str,
+        message: String,
+    },
     /// The database and the journal disagree, or one of them is damaged: nothing is served.
     #[error("{0}")]
     Damaged(String),

@@ -14,7 +14,10 @@
 //! rewritten as one snapshot (measured after the snapshot, because the snapshot itself, which
 //! holds the history, may be large).
 //! A last line without its newline is a write that never completed (and so was never
-//! acknowledged) and is dropped; any other line that does not check out is damage.
+//! acknowledged) and is dropped; any other line that does not check out is damage. Reading goes
+//! on past damage: every later record whose checksum holds is kept
+//! ([`Replay::after_damage`]), so that `rootsd --recover` can keep the changes acknowledged
+//! after a damaged record, and say exactly which it could not.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{self, File};
@@ -30,8 +33,9 @@ use crate::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
 
-/// Once the records after its snapshot pass this size, the journal is rewritten as a single
-/// snapshot.
+/// Once the records after its snapshot pass this size, or twice the snapshot's if that is more,
+/// the journal is rewritten as a single snapshot: so it stays within three times the live data
+/// (the snapshot) plus 1 MiB, plus the changes of one batch.
 pub const COMPACT_AFTER: u64 = 1 << 20;
 
 /// One record.
@@ -99,6 +103,13 @@ pub struct Replay {
     pub torn: u64,
     /// The first damaged record, if any; everything before it is in `base` and `changes`.
     pub damage: Option<Damage>,
+    /// After the first damage: the changes whose records still check out, in the order they
+    /// were written. Start-up refuses a damaged journal whatever these hold; recovery keeps them.
+    pub after_damage: Vec<Change>,
+    /// After the first damage: every further line that does not check out.
+    pub more_damage: Vec<Damage>,
+    /// The line of the last record that checks out (0: none).
+    pub last_sound_line: usize,
 }
 
 impl Replay {
@@ -202,6 +213,9 @@ pub fn replay(bytes: &[u8]) -> Replay {
         snapshot_len: 0,
         torn: 0,
         damage: None,
+        after_damage: Vec::new(),
+        more_damage: Vec::new(),
+        last_sound_line: 0,
     };
     let mut offset = 0usize;
     let mut line_number = 0usize;
@@ -219,11 +233,27 @@ pub fn replay(bytes: &[u8]) -> Replay {
             offset: offset as u64,
             reason,
         };
-        let entry = match decode(line) {
+        let decoded = decode(line);
+        if replay.damage.is_some() {
+            // Past the damage, every record that checks out is kept for recovery.
+            match decoded {
+                Ok(entry) => {
+                    replay.last_sound_line = line_number;
+                    if let Entry::Change(change) = entry {
+                        replay.after_damage.push(change);
+                    }
+                }
+                Err(reason) => replay.more_damage.push(damage(reason)),
+            }
+            offset += end + 1;
+            continue;
+        }
+        let entry = match decoded {
             Ok(entry) => entry,
             Err(reason) => {
                 replay.damage = Some(damage(reason));
-                break;
+                offset += end + 1;
+                continue;
             }
         };
         let current = replay.revision();
@@ -242,8 +272,15 @@ pub fn replay(bytes: &[u8]) -> Replay {
         };
         if let Err(reason) = fits {
             replay.damage = Some(damage(reason));
-            break;
+            // The record itself checks out: recovery may still keep it.
+            replay.last_sound_line = line_number;
+            if let Entry::Change(change) = entry {
+                replay.after_damage.push(change);
+            }
+            offset += end + 1;
+            continue;
         }
+        replay.last_sound_line = line_number;
         match entry {
             Entry::Snapshot(contents) => {
                 replay.checkpoint = contents.revision;
@@ -320,6 +357,33 @@ impl Journal {
         })
     }
 
+    /// Rewrites the journal as a snapshot of `contents` (which the database is durable at),
+    /// followed by `tail`, the changes written after it that are not durable yet: aside, synced,
+    /// renamed over, the directory synced. Returns the length up to the tail, the part that is
+    /// durable as the journal's (a failed sync of the tail cuts back to it).
+    pub fn compact(&mut self, contents: &Contents, tail: &[Change]) -> io::Result<u64> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let temporary = self.path.with_extension("journal.new");
+        let mut bytes = encode(&Entry::Snapshot(contents.clone()));
+        let snapshot_len = bytes.len() as u64;
+        bytes.extend_from_slice(&encode(&Entry::Checkpoint(contents.revision)));
+        let durable = bytes.len() as u64;
+        for change in tail {
+            bytes.extend_from_slice(&encode(&Entry::Change(change.clone())));
+        }
+        {
+            let file = private_file(&temporary, true)?;
+            file.write_all_at(&bytes, 0)?;
+            file.sync_all()?;
+        }
+        fs::rename(&temporary, &self.path)?;
+        sync_dir(dir)?;
+        self.file = private_file(&self.path, false)?;
+        self.len = bytes.len() as u64;
+        self.snapshot_len = snapshot_len;
+        Ok(durable)
+    }
+
     /// Opens an existing journal, as `replay` found it, for appending after its valid records,
     /// cutting off a torn last record.
     pub fn open(path: &Path, replay: &Replay) -> io::Result<Self> {
@@ -346,14 +410,19 @@ impl Journal {
         self.len
     }
 
+    /// Bytes of the snapshot the journal starts with: the live data, as the journal holds it.
+    pub fn snapshot_len(&self) -> u64 {
+        self.snapshot_len
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`], so that the
-    /// journal should be rewritten as one snapshot.
+    /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`] (or twice the
+    /// snapshot), so that the journal should be rewritten as one snapshot.
     pub fn wants_compaction(&self) -> bool {
-        self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER
+        self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER.max(2 * self.snapshot_len)
     }
 
     /// Writes `entry` after the last record. Not durable until [`Journal::sync`].
@@ -405,267 +474,5 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::StoredRootV1;
-
-    fn ws(name: &str) -> WorkspaceName {
-        WorkspaceName::new(name).unwrap()
-    }
-
-    fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
-        Change {
-            revision,
-            workspace: ws(workspace),
-            state: StoredWorkspaceV1 {
-                revision,
-                roots: uris
-                    .iter()
-                    .map(|u| StoredRootV1 {
-                        uri: (*u).to_owned(),
-                        name: None,
-                        by_hand: true,
-                        published_by: Vec::new(),
-                    })
-                    .collect(),
-            },
-            origin: Some(Origin::Peer(crate::model::PeerV1 {
-                uid: 1000,
-                user: Some("ana".to_owned()),
-                pid: Some(4242),
-                process: Some("rootsctl".to_owned()),
-                client: Some("rootsctl 0.1.0".to_owned()),
-            })),
-            time_unix_ms: 1_796_000_000_000 + revision,
-        }
-    }
-
-    #[test]
-    fn who_made_a_change_and_when_round_trip_and_replay_rebuilds_the_history() {
-        let first = change(1, "a", &["file:///x"]);
-        let second = change(2, "a", &["file:///y"]);
-        let bytes = journal(&[
-            base(),
-            Entry::Change(first.clone()),
-            Entry::Change(second.clone()),
-        ]);
-        let replay = replay(&bytes);
-        assert_eq!(replay.changes, [first, second]);
-        let contents = replay.contents();
-        let revisions: Vec<u64> = contents.history.iter().map(|e| e.revision).collect();
-        assert_eq!(revisions, [1, 2]);
-        assert_eq!(contents.history[1].removed[0].uri, "file:///x");
-        // A snapshot carries the history, so compaction keeps it.
-        let compacted = journal(&[Entry::Snapshot(contents.clone())]);
-        assert_eq!(super::replay(&compacted).contents(), contents);
-    }
-
-    #[test]
-    fn records_written_before_the_history_existed_still_read_and_make_no_entries() {
-        // Lines as a rootsd without history wrote them.
-        let records = [
-            r#"{"kind":"snapshot","revision":0,"workspaces":{}}"#,
-            r#"{"kind":"change","revision":1,"workspace":"a","state":{"revision":1,"roots":[{"uri":"file:///x"}]}}"#,
-            r#"{"kind":"checkpoint","revision":1}"#,
-        ];
-        let bytes: Vec<u8> = records
-            .iter()
-            .flat_map(|json| {
-                format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())).into_bytes()
-            })
-            .collect();
-        let replay = replay(&bytes);
-        assert_eq!(replay.damage, None);
-        assert_eq!(replay.changes[0].origin, None);
-        let contents = replay.contents();
-        assert_eq!(contents.root_count(), 1);
-        assert!(contents.history.is_empty());
-        assert_eq!(contents.recorded_from(), 2);
-        // And what this rootsd writes for a change without an origin is what that one wrote.
-        let line = encode(&Entry::Change(replay.changes[0].clone()));
-        assert_eq!(&line[9..line.len() - 1], records[1].as_bytes());
-    }
-
-    #[test]
-    fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_the_threshold() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
-        let mut contents = Contents::default();
-        let long = "z".repeat(8000);
-        for revision in 1..=200 {
-            contents.apply(&change(
-                revision,
-                "a",
-                &[&format!("file:///{long}/{revision}")],
-            ));
-        }
-        let mut journal = Journal::create(&path, &contents, contents.revision).unwrap();
-        assert!(journal.len() > COMPACT_AFTER, "the snapshot alone is large");
-        assert!(!journal.wants_compaction());
-        let mut revision = contents.revision;
-        while !journal.wants_compaction() {
-            revision += 1;
-            journal
-                .append(&Entry::Change(change(
-                    revision,
-                    "a",
-                    &[&format!("file:///{long}")],
-                )))
-                .unwrap();
-        }
-        let grown = journal.len() - encode(&Entry::Snapshot(contents.clone())).len() as u64;
-        assert!(
-            grown > COMPACT_AFTER && grown < COMPACT_AFTER + 20_000,
-            "{grown}"
-        );
-        let reopened = Journal::open(&path, &read(&path).unwrap().unwrap()).unwrap();
-        assert!(reopened.wants_compaction());
-    }
-
-    fn journal(entries: &[Entry]) -> Vec<u8> {
-        entries.iter().flat_map(encode).collect()
-    }
-
-    fn base() -> Entry {
-        Entry::Snapshot(Contents::default())
-    }
-
-    #[test]
-    fn records_round_trip_and_replay_in_order() {
-        let bytes = journal(&[
-            base(),
-            Entry::Change(change(1, "a", &["file:///x"])),
-            Entry::Change(change(2, "b", &["file:///y"])),
-            Entry::Checkpoint(2),
-            Entry::Change(change(3, "a", &[])),
-        ]);
-        let replay = replay(&bytes);
-        assert_eq!(replay.damage, None);
-        assert_eq!(replay.revision(), 3);
-        assert_eq!(replay.checkpoint, 2);
-        assert_eq!(replay.valid_len, bytes.len() as u64);
-        assert_eq!(replay.contents().root_count(), 1);
-        assert_eq!(replay.at(2).root_count(), 2);
-        assert_eq!(replay.at(1).workspaces.len(), 1);
-    }
-
-    #[test]
-    fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() {
-        let old = br#"{"kind":"change","revision":1,"workspace":"a","state":{"revision":1,"roots":[{"uri":"file:///x","name":"x"}]}}"#;
-        let mut bytes = encode(&base());
-        bytes.extend_from_slice(format!("{:08x} ", crc32fast::hash(old)).as_bytes());
-        bytes.extend_from_slice(old);
-        bytes.push(b'\n');
-        let replay = replay(&bytes);
-        assert_eq!(replay.damage, None);
-        let change = &replay.changes[0];
-        assert_eq!(
-            change.origin, None,
-            "no origin: a record of a rootsd that kept no history"
-        );
-        assert!(change.state.roots[0].by_hand && change.state.roots[0].published_by.is_empty());
-        // Such a root is written as it was read: the new fields are left out when they say
-        // what an old record meant.
-        assert!(
-            encode(&Entry::Change(change.clone())).ends_with(&[old.as_slice(), b"\n"].concat())
-        );
-
-        let mut published = change.clone();
-        published.revision = 2;
-        published.state.roots[0].by_hand = false;
-        published.state.roots[0]
-            .published_by
-            .push(crate::model::StoredPublisherV1 {
-                session: 3,
-                label: "code".into(),
-                pid: 42,
-            });
-        published.origin = Some(crate::model::Origin::session(
-            3,
-            "code",
-            crate::model::PeerV1 {
-                uid: 1000,
-                pid: Some(42),
-                ..Default::default()
-            },
-        ));
-        bytes.extend_from_slice(&encode(&Entry::Change(published.clone())));
-        assert_eq!(super::replay(&bytes).changes[1], published);
-    }
-
-    #[test]
-    fn an_unfinished_last_record_is_dropped_not_damage() {
-        let whole = journal(&[base(), Entry::Change(change(1, "a", &["file:///x"]))]);
-        let mut bytes = whole.clone();
-        let next = encode(&Entry::Change(change(2, "a", &["file:///z"])));
-        bytes.extend_from_slice(&next[..next.len() - 5]);
-        let replay = replay(&bytes);
-        assert_eq!(replay.damage, None);
-        assert_eq!(replay.revision(), 1);
-        assert_eq!(replay.valid_len, whole.len() as u64);
-        assert_eq!(replay.torn, (next.len() - 5) as u64);
-    }
-
-    #[test]
-    fn a_flipped_byte_anywhere_in_a_whole_record_is_damage() {
-        let bytes = journal(&[
-            base(),
-            Entry::Change(change(1, "a", &["file:///x"])),
-            Entry::Change(change(2, "a", &["file:///x", "file:///y"])),
-        ]);
-        let first_line = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
-        for at in first_line..bytes.len() - 1 {
-            let mut damaged = bytes.clone();
-            damaged[at] ^= 0x01;
-            if damaged[at] == b'\n' {
-                continue;
-            }
-            let replay = replay(&damaged);
-            assert!(replay.damage.is_some(), "flip at {at} went unnoticed");
-            assert!(replay.revision() < 2, "flip at {at}: {replay:?}");
-        }
-    }
-
-    #[test]
-    fn an_empty_journal_or_one_without_a_whole_record_is_damage() {
-        assert!(replay(b"").damage.is_some());
-        let first = encode(&base());
-        assert!(replay(&first[..first.len() - 1]).damage.is_some());
-    }
-
-    #[test]
-    fn gaps_second_snapshots_and_a_missing_snapshot_are_damage() {
-        for entries in [
-            vec![base(), Entry::Change(change(2, "a", &[]))],
-            vec![base(), base()],
-            vec![Entry::Change(change(1, "a", &[]))],
-            vec![base(), Entry::Checkpoint(4)],
-        ] {
-            let replay = replay(&journal(&entries));
-            assert!(replay.damage.is_some(), "{entries:?}");
-        }
-    }
-
-    #[test]
-    fn create_then_append_then_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(FILE_NAME);
-        let mut journal = Journal::create(&path, &Contents::default(), 0).unwrap();
-        journal
-            .append(&Entry::Change(change(1, "a", &["file:///x"])))
-            .unwrap();
-        journal.sync().unwrap();
-        let len = journal.len();
-        let replay = read(&path).unwrap().unwrap();
-        assert_eq!(replay.revision(), 1);
-        assert_eq!(replay.valid_len, len);
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        journal.append(&Entry::Checkpoint(1)).unwrap();
-        journal.truncate(len).unwrap();
-        assert_eq!(read(&path).unwrap().unwrap().valid_len, len);
-    }
-}
+#[path = "journal_tests.rs"]
+mod tests;

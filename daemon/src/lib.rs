@@ -5,8 +5,8 @@
 //!
 //! - [`store`]: sled, behind a small API; the only module that knows sled exists.
 //! - [`journal`]: every acknowledged change, checksummed and synced before it is acknowledged.
-//! - [`reconcile`]: at start, the database and the journal compared; damage refused or
-//!   (`--recover`) rebuilt.
+//! - [`reconcile`]: at start, the database and the journal compared; damage refused.
+//! - [`recovery`]: `--recover`: what to keep, built aside and switched in by renames.
 //! - [`committer`]: group commit: one sync for every change waiting, then publish.
 //! - [`model`]: the stored types.
 //! - [`provenance`]: who holds each root (by hand, sessions that publish their host's roots),
@@ -48,6 +48,7 @@ pub mod model;
 pub mod provenance;
 pub mod reconcile;
 pub mod reconnect;
+pub mod recovery;
 pub mod registry;
 pub mod server;
 pub mod session_bounds;

@@ -5,8 +5,12 @@
 //! at some revision no older than that checkpoint (a crash between acknowledging changes and
 //! checkpointing them), in which case the journal's later changes are applied to it. Anything
 //! else is damage, and rootsd refuses to start, naming what it found, rather than serve a
-//! shortened store: [`recover`] (`rootsd --recover`) then rebuilds the damaged part from the
-//! sound one, keeping the damaged files beside the new ones.
+//! shortened store: [`crate::recovery::recover`] (`rootsd --recover`) then rebuilds it.
+//!
+//! A state directory without a journal is a new store only when nothing in it says a store was
+//! there: a database kept with a journal (marked so, [`Store::journaled`]) is refused, since the
+//! changes acknowledged after its last checkpoint were only in the journal; so is a directory
+//! holding only files an earlier recovery moved aside, or the pieces of an interrupted one.
 //!
 //! Before a store is served, [`withdraw_sessions`] withdraws the roots that sessions of the
 //! previous run published: sessions end with the daemon, and live ones publish again when they
@@ -15,8 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::recovery::recover;
+
 use crate::error::StoreError;
-use crate::journal::{self, Entry, Journal, Replay};
+use crate::journal::{self, Entry, Journal};
 use crate::model::{Change, Contents, Origin};
 use crate::store::Store;
 
@@ -43,10 +49,13 @@ pub enum Outcome {
     /// The database missed the journal's last changes (a crash before a checkpoint); they were
     /// applied to it.
     CaughtUp { changes: usize },
-    /// `--recover` rebuilt one from the other.
+    /// `--recover` rebuilt the store from `from`; `kept` are the files it replaced, `lost` what
+    /// it could not keep (empty: nothing acknowledged was lost), `unreadable` the damage found.
     Recovered {
-        from: &'static str,
+        from: String,
         kept: Vec<PathBuf>,
+        lost: Vec<String>,
+        unreadable: Vec<String>,
     },
 }
 
@@ -59,36 +68,62 @@ impl Outcome {
             Self::CaughtUp { changes } => format!(
                 "applied the journal's last {changes} change(s), acknowledged before rootsd stopped, to the database"
             ),
-            Self::Recovered { from, kept } => format!(
-                "rebuilt the store from the {from}; the damaged files are kept at {}",
-                kept.iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Self::Recovered {
+                from,
+                kept,
+                lost,
+                unreadable,
+            } => {
+                let mut text = format!("rebuilt the store from {from}");
+                if !unreadable.is_empty() {
+                    text.push_str(&format!("; unreadable: {}", unreadable.join("; ")));
+                }
+                if lost.is_empty() {
+                    text.push_str("; every acknowledged change found was kept");
+                } else {
+                    text.push_str(&format!("; COULD NOT KEEP: {}", lost.join("; ")));
+                }
+                if !kept.is_empty() {
+                    text.push_str(&format!(
+                        "; the files it replaced are kept at {}",
+                        kept.iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                text
+            }
         }
     }
 }
 
 /// Opens the store in `state_dir`, refusing a damaged one.
 pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
+    crate::recovery::refuse_if_interrupted(state_dir)?;
+    // A rebuild of the database the commit thread did not finish: the database is the old one.
+    crate::store::remove_leftovers(&state_dir.join(DB_DIR));
     let journal_path = state_dir.join(journal::FILE_NAME);
     let replay = journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
+    let Some(replay) = replay else {
+        return without_journal(state_dir);
+    };
     // Within one process (tests, `--recover`) sled may still be letting go of a database just
     // closed; another process cannot hold it, as the instance lock keeps rootsd single.
     let store = match Store::reopen(&state_dir.join(DB_DIR), Duration::from_secs(10)) {
         Ok(store) => store,
-        Err(error) if replay.as_ref().is_some_and(|r| r.damage.is_none()) => {
+        Err(error) => {
+            let source = if replay.damage.is_none() {
+                "journal"
+            } else {
+                "journal's and the database's sound parts"
+            };
             return Err(damaged(
                 state_dir,
                 &format!("the database could not be read ({error})"),
-                "journal",
+                source,
             ));
         }
-        Err(error) => return Err(error),
-    };
-    let Some(replay) = replay else {
-        return start_journal(state_dir, store);
     };
     if let Some(damage) = &replay.damage {
         return Err(damaged(
@@ -123,6 +158,7 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         }
     };
     if in_database == from_journal {
+        store.mark_journaled()?;
         let journal =
             Journal::open(&journal_path, &replay).map_err(journal_error("open", &journal_path))?;
         return Ok(Opened {
@@ -165,6 +201,7 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         .cloned()
         .collect();
     store.apply(&missing, &from_journal)?;
+    store.mark_journaled()?;
     store.checkpoint()?;
     let mut journal =
         Journal::open(&journal_path, &replay).map_err(journal_error("open", &journal_path))?;
@@ -225,111 +262,110 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
     Ok(changes.len())
 }
 
-/// Rebuilds a damaged store: the database from a sound journal, or, when the journal is the
-/// damaged part, the journal from the database (or from the journal's valid part, whichever is
-/// newer). The damaged files are renamed, not deleted.
-pub fn recover(state_dir: &Path) -> Result<Opened, StoreError> {
-    let journal_path = state_dir.join(journal::FILE_NAME);
-    let db_dir = state_dir.join(DB_DIR);
-    let replay: Option<Replay> =
-        journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
-    let database = Store::reopen(&db_dir, Duration::from_secs(10)).and_then(|store| {
-        let contents = store.load()?;
-        Ok((store, contents))
-    });
-    let stamp = crate::clock::unix_secs();
-    let mut kept = Vec::new();
-    // Whichever holds the newer state wins: a damaged database loses changes (its revision
-    // falls behind the journal's), and a journal loses its tail (its revision falls behind the
-    // database's); neither can invent a later revision.
-    let from_journal = replay.as_ref().map(|r| (r.contents(), r.damage.is_none()));
-    let (contents, from) = match (from_journal, database) {
-        (Some((journal, sound)), Ok((store, in_database))) => {
-            drop(store);
-            if in_database.revision > journal.revision {
-                (in_database, "database")
-            } else if sound {
-                (journal, "journal")
-            } else {
-                (journal, "journal's undamaged part")
-            }
-        }
-        (Some((journal, true)), Err(_)) => (journal, "journal"),
-        (Some((journal, false)), Err(_)) => (journal, "journal's undamaged part"),
-        (None, Ok((store, in_database))) => {
-            drop(store);
-            (in_database, "database")
-        }
-        (None, Err(error)) => return Err(error),
-    };
-    if from.starts_with("journal") {
-        // The database is rebuilt: move the old one aside once sled has let go of it.
-        wait_until_released(&db_dir);
-        if db_dir.exists() {
-            let aside = state_dir.join(format!("{DB_DIR}.damaged-{stamp}"));
-            std::fs::rename(&db_dir, &aside).map_err(journal_error("move aside", &db_dir))?;
-            kept.push(aside);
-        }
-    }
-    if from != "journal" && journal_path.exists() {
-        let aside = state_dir.join(format!("{}.damaged-{stamp}", journal::FILE_NAME));
-        std::fs::rename(&journal_path, &aside)
-            .map_err(journal_error("move aside", &journal_path))?;
-        kept.push(aside);
-    }
-    let store = Store::reopen(&db_dir, Duration::from_secs(10))?;
-    store.replace_all(&contents)?;
-    let journal = Journal::create(&journal_path, &contents, contents.revision)
-        .map_err(journal_error("write", &journal_path))?;
-    Ok(Opened {
-        store,
-        journal,
-        contents,
-        outcome: Outcome::Recovered { from, kept },
-    })
-}
-
-/// A store without a journal: new, or written by a rootsd that kept none.
-fn start_journal(state_dir: &Path, store: Store) -> Result<Opened, StoreError> {
+/// A state directory without a journal: a new store only if nothing in it says a store was
+/// there (a database, files an earlier `--recover` moved aside); a database of a rootsd that kept
+/// no journal is migrated; a database kept with a journal that is now missing is damage, since
+/// the changes acknowledged after its last checkpoint were only in the journal.
+fn without_journal(state_dir: &Path) -> Result<Opened, StoreError> {
     let path = state_dir.join(journal::FILE_NAME);
-    let fresh = store.was_fresh();
-    let contents = store.load()?;
+    let db_dir = state_dir.join(DB_DIR);
+    if !db_dir.exists() {
+        let asides = crate::recovery::asides(state_dir);
+        if !asides.is_empty() {
+            return Err(damaged(
+                state_dir,
+                &format!(
+                    "both the journal and the database are missing, but {} remain from an earlier store",
+                    asides
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "files kept there, or move them away to start an empty store,",
+            ));
+        }
+        // A new store: the journal first, so that a database never exists without one unless
+        // something removed it.
+        let contents = Contents::default();
+        let journal =
+            Journal::create(&path, &contents, 0).map_err(journal_error("create", &path))?;
+        let store = Store::reopen(&db_dir, Duration::from_secs(10))?;
+        store.mark_journaled()?;
+        store.checkpoint()?;
+        return Ok(Opened {
+            store,
+            journal,
+            contents,
+            outcome: Outcome::New,
+        });
+    }
+    let store = Store::reopen(&db_dir, Duration::from_secs(10)).map_err(|error| {
+        damaged(
+            state_dir,
+            &format!(
+                "the journal {} is missing and the database could not be read ({error})",
+                path.display()
+            ),
+            "database",
+        )
+    })?;
+    let read = store
+        .journaled()
+        .and_then(|journaled| Ok((journaled, store.load()?)));
+    let (journaled, contents) = read.map_err(|error| {
+        damaged(
+            state_dir,
+            &format!(
+                "the journal {} is missing and the database could not be read ({error})",
+                path.display()
+            ),
+            "database",
+        )
+    })?;
+    if journaled || store.was_fresh() {
+        let why = if journaled {
+            format!(
+                "the journal {} is missing, though the database (which holds {}) was kept with one: changes acknowledged after its last checkpoint were only in the journal",
+                path.display(),
+                contents.describe()
+            )
+        } else {
+            format!(
+                "the journal {} is missing and the database holds nothing, so whatever the store held is gone",
+                path.display()
+            )
+        };
+        return Err(damaged(state_dir, &why, "database"));
+    }
+    store.mark_journaled()?;
     store.checkpoint()?;
     let journal = Journal::create(&path, &contents, contents.revision)
         .map_err(journal_error("create", &path))?;
     Ok(Opened {
         store,
         journal,
-        outcome: if fresh {
-            Outcome::New
-        } else {
-            Outcome::Migrated
-        },
+        outcome: Outcome::Migrated,
         contents,
     })
 }
 
-fn damaged(state_dir: &Path, why: &str, source: &str) -> StoreError {
+pub(crate) fn damaged(state_dir: &Path, why: &str, source: &str) -> StoreError {
     StoreError::Damaged(format!(
         "the store in {dir} is damaged, so rootsd did not start and served nothing: {why}. With rootsd stopped, run `rootsd --recover --state-dir {dir}` to rebuild it from the {source}; the damaged files are kept beside the new ones",
         dir = state_dir.display()
     ))
 }
 
-fn journal_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+pub(crate) fn journal_error(
+    action: &'static str,
+    path: &Path,
+) -> impl FnOnce(std::io::Error) -> StoreError {
     let path = path.display().to_string();
     move |error| StoreError::Journal {
         action,
         path,
         error,
-    }
-}
-
-/// sled releases its directory lock from a background thread after the last handle goes.
-fn wait_until_released(db_dir: &Path) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while crate::store::is_locked(db_dir) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

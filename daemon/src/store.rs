@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `m/schema` | schema version, `u32` big-endian |
 //! | `m/revision` | store revision, `u64` big-endian |
+//! | `m/journaled` | present (empty) once a rootsd that keeps a journal has used the database: such a database without its journal is damage, not an earlier rootsd's store to migrate |
 //! | `w/<workspace>` | JSON [`StoredWorkspaceV1`] |
 //! | `h/<slot>` | JSON [`HistoryEntryV1`] of the change that made store revision `revision`, where `slot` is `revision` modulo [`HISTORY_ENTRIES`] (`u32` big-endian) |
 //!
@@ -26,8 +27,16 @@
 //!
 //! The stored types are separate from the wire types on purpose: the wire may grow without
 //! forcing a migration, and a migration never changes the wire.
+//!
+//! sled panics on some failures instead of returning them: a damaged file can make its page
+//! cache panic while opening or reading ("tried to serialize Uninitialized"), and dropping the
+//! last handle panics if its final `fsync` fails. Every call into sled here, the drop of the
+//! handles included, runs under [`guarded`], which turns a panic into
+//! [`StoreError::Panicked`], so that a failure in sled is an error like any other for the
+//! commit thread and for start-up, never the end of the thread that made the call.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use rootsd_proto::WorkspaceName;
@@ -37,6 +46,7 @@ use crate::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
 
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
+const JOURNALED_KEY: &[u8] = b"m/journaled";
 const WORKSPACE_PREFIX: &[u8] = b"w/";
 const HISTORY_PREFIX: &[u8] = b"h/";
 /// The schema this rootsd reads and writes.
@@ -56,37 +66,80 @@ impl From<sled::Error> for StoreError {
 }
 
 /// The open database.
-#[derive(Clone)]
 pub struct Store {
-    db: sled::Db,
-    tree: sled::Tree,
+    /// `None` only while the store is being dropped.
+    handles: Option<Handles>,
     dir: PathBuf,
     /// Whether the database had no schema when it was opened: new, or emptied.
     fresh: bool,
 }
 
+struct Handles {
+    db: sled::Db,
+    tree: sled::Tree,
+}
+
+/// Runs `call`, a call into sled, turning a panic inside it into [`StoreError::Panicked`].
+///
+/// sled's state after such a panic is unknown: callers treat the handle as failed (the commit
+/// thread reopens the database and rewrites it from the committed state; start-up refuses the
+/// store, naming `--recover`).
+fn guarded<T>(
+    during: &'static str,
+    call: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_owned());
+        tracing::error!(during, message, "sled panicked; the call failed");
+        Err(StoreError::Panicked { during, message })
+    })
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // sled flushes and fsyncs as its last handle goes, and panics if that fails: the journal
+        // holds everything, so such a failure is logged and the thread dropping the store goes on.
+        if let Some(handles) = self.handles.take() {
+            let _ = guarded("closing the database", move || {
+                drop(handles);
+                Ok(())
+            });
+        }
+    }
+}
+
 impl Store {
+    fn tree(&self) -> &sled::Tree {
+        &self.handles.as_ref().expect("handles live until drop").tree
+    }
+
     /// Opens (creating if needed) the database in `dir`.
     ///
     /// sled takes an exclusive lock on the directory, so the daemon must hold its own instance
     /// lock first to report a second instance clearly.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let existed = dir.join("db").exists();
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(8 << 20)
-            // Durability is the journal's, and checkpoints are the commit thread's: sled's own
-            // timed flush would only compete with the journal's syncs for the disk.
-            .flush_every_ms(None)
-            .open()
-            .map_err(|error| StoreError::Open {
-                path: dir.display().to_string(),
-                error: DbError(error),
-            })?;
-        let tree = db.open_tree("rootsd")?;
+        let handles = guarded("opening the database", || {
+            let db = sled::Config::new()
+                .path(dir)
+                .cache_capacity(8 << 20)
+                // Durability is the journal's, and checkpoints are the commit thread's: sled's
+                // own timed flush would only compete with the journal's syncs for the disk.
+                .flush_every_ms(None)
+                .open()
+                .map_err(|error| StoreError::Open {
+                    path: dir.display().to_string(),
+                    error: DbError(error),
+                })?;
+            let tree = db.open_tree("rootsd")?;
+            Ok(Handles { db, tree })
+        })?;
         let mut store = Self {
-            db,
-            tree,
+            handles: Some(handles),
             dir: dir.to_owned(),
             fresh: false,
         };
@@ -125,13 +178,63 @@ impl Store {
         }
     }
 
+    /// Bytes the database's files take on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        disk_bytes(&self.dir)
+    }
+
+    /// Writes `contents` into a fresh database beside this one (`<dir>.compacting`), then swaps
+    /// the two directories in one `renameat2(RENAME_EXCHANGE)` and removes the old one: sled
+    /// keeps the space of every value it ever rewrote (a database of 0.1 MiB of roots grew past
+    /// 100 MiB), and this is how it is given back. A crash before the swap leaves the old
+    /// database, after it the new one (checkpointed at `contents.revision`, which is no older
+    /// than what the journal says was checkpointed); [`remove_leftovers`] clears the rest.
+    pub fn rebuild(self, contents: &Contents) -> Result<Self, StoreError> {
+        let dir = self.dir.clone();
+        let fresh = compacting_dir(&dir);
+        let io = |action: &'static str, path: &Path| {
+            let path = path.display().to_string();
+            move |error: std::io::Error| StoreError::Sync {
+                action,
+                path,
+                error,
+            }
+        };
+        remove_leftovers(&dir);
+        {
+            let built = Self::open(&fresh)?;
+            built.replace_all(contents)?;
+        }
+        wait_until_released(&fresh);
+        drop(self);
+        wait_until_released(&dir);
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &fresh,
+            rustix::fs::CWD,
+            &dir,
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .map_err(|error| io("swap in the rebuilt database at", &dir)(error.into()))?;
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::File::open(parent)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync", parent))?;
+        remove_leftovers(&dir);
+        Self::reopen(&dir, std::time::Duration::from_secs(10))
+    }
+
     /// Checks the schema, writing it into a database that has none. Returns whether it had
     /// none.
     fn check_schema(&self) -> Result<bool, StoreError> {
-        match self.tree.get(SCHEMA_KEY)? {
+        let found = guarded("reading the schema", || Ok(self.tree().get(SCHEMA_KEY)?))?;
+        match found {
             None => {
-                self.tree
-                    .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                guarded("writing the schema", || {
+                    self.tree()
+                        .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                    Ok(())
+                })?;
                 Ok(true)
             }
             Some(bytes) => {
@@ -150,9 +253,30 @@ impl Store {
         }
     }
 
+    /// Whether a rootsd that keeps a journal has used this database ([`Store::mark_journaled`]),
+    /// or its history says so (only such a rootsd keeps one).
+    pub fn journaled(&self) -> Result<bool, StoreError> {
+        guarded("reading the database", || {
+            Ok(self.tree().get(JOURNALED_KEY)?.is_some()
+                || self.tree().scan_prefix(HISTORY_PREFIX).next().is_some())
+        })
+    }
+
+    /// Records that this database is kept with a journal. Durable at the next checkpoint.
+    pub fn mark_journaled(&self) -> Result<(), StoreError> {
+        guarded("writing to the database", || {
+            self.tree().insert(JOURNALED_KEY, b"".as_slice())?;
+            Ok(())
+        })
+    }
+
     /// Reads the whole store.
     pub fn load(&self) -> Result<Contents, StoreError> {
-        let revision = match self.tree.get(REVISION_KEY)? {
+        guarded("reading the database", || self.load_unguarded())
+    }
+
+    fn load_unguarded(&self) -> Result<Contents, StoreError> {
+        let revision = match self.tree().get(REVISION_KEY)? {
             None => 0,
             Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
                 .map(u64::from_be_bytes)
@@ -162,7 +286,7 @@ impl Store {
                 })?,
         };
         let mut workspaces = BTreeMap::new();
-        for item in self.tree.scan_prefix(WORKSPACE_PREFIX) {
+        for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
             let (key, value) = item?;
             let key_text = String::from_utf8_lossy(&key).into_owned();
             let corrupt = |reason: String| StoreError::Corrupt {
@@ -177,7 +301,7 @@ impl Store {
             workspaces.insert(name, workspace);
         }
         let mut history = Vec::new();
-        for item in self.tree.scan_prefix(HISTORY_PREFIX) {
+        for item in self.tree().scan_prefix(HISTORY_PREFIX) {
             let (key, value) = item?;
             let key_text = format!("{key:?}");
             let corrupt = |reason: String| StoreError::Corrupt {
@@ -229,15 +353,23 @@ impl Store {
         for entry in new {
             batch.insert(history_key(entry.revision), encode_entry(entry));
         }
-        self.tree.apply_batch(batch)?;
-        Ok(())
+        guarded("applying changes to the database", || {
+            Ok(self.tree().apply_batch(batch)?)
+        })
     }
 
     /// Makes the database hold exactly `contents`, as one atomic batch, and checkpoints it.
     pub fn replace_all(&self, contents: &Contents) -> Result<(), StoreError> {
+        guarded("rewriting the database", || {
+            self.replace_all_unguarded(contents)
+        })?;
+        self.checkpoint()
+    }
+
+    fn replace_all_unguarded(&self, contents: &Contents) -> Result<(), StoreError> {
         let mut batch = sled::Batch::default();
         for prefix in [WORKSPACE_PREFIX, HISTORY_PREFIX] {
-            for item in self.tree.scan_prefix(prefix) {
+            for item in self.tree().scan_prefix(prefix) {
                 let (key, _) = item?;
                 batch.remove(key);
             }
@@ -250,14 +382,22 @@ impl Store {
         }
         batch.insert(REVISION_KEY, &contents.revision.to_be_bytes());
         batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
-        self.tree.apply_batch(batch)?;
-        self.checkpoint()
+        batch.insert(JOURNALED_KEY, b"".as_slice());
+        self.tree().apply_batch(batch)?;
+        Ok(())
     }
 
     /// Makes everything applied so far durable: sled's flush, then `fdatasync` of every file in
     /// the database directory and `fsync` of the directory. Blocking; call it off the runtime.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        guarded("flushing the database", || {
+            self.handles
+                .as_ref()
+                .expect("handles live until drop")
+                .db
+                .flush()?;
+            Ok(())
+        })?;
         let io = |action: &'static str, path: &Path| {
             let path = path.display().to_string();
             move |error| StoreError::Sync {
@@ -306,6 +446,40 @@ fn encode_entry(entry: &HistoryEntryV1) -> Vec<u8> {
     serde_json::to_vec(entry).expect("stored types always serialise")
 }
 
+/// Where [`Store::rebuild`] builds the new database.
+fn compacting_dir(dir: &Path) -> PathBuf {
+    dir.with_extension("compacting")
+}
+
+/// Removes what an interrupted [`Store::rebuild`] left beside the database in `dir`.
+pub fn remove_leftovers(dir: &Path) {
+    let _ = std::fs::remove_dir_all(compacting_dir(dir));
+}
+
+/// Bytes the files under `dir` take on disk.
+pub fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_bytes(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// sled releases its directory lock from a background thread after the last handle goes.
+fn wait_until_released(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while is_locked(dir) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Whether another handle holds the database's lock. sled takes `flock(LOCK_EX | LOCK_NB)` on
 /// `<dir>/db` and reports a failure only as text, so the lock is probed with the same call
 /// instead. `flock` locks belong to an open file, so the probe conflicts with sled's lock even
@@ -318,191 +492,5 @@ pub(crate) fn is_locked(dir: &Path) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-
-    fn ws(name: &str) -> WorkspaceName {
-        WorkspaceName::new(name).unwrap()
-    }
-
-    /// A change of workspace `w` to one root, `file:///r<revision>`, made by uid 1000.
-    fn change(revision: u64) -> Change {
-        Change {
-            revision,
-            workspace: ws("w"),
-            state: StoredWorkspaceV1 {
-                revision,
-                roots: vec![crate::model::StoredRootV1 {
-                    uri: format!("file:///r{revision}"),
-                    name: None,
-                    by_hand: true,
-                    published_by: Vec::new(),
-                }],
-            },
-            origin: Some(crate::model::Origin::Peer(crate::model::PeerV1 {
-                uid: 1000,
-                ..Default::default()
-            })),
-            time_unix_ms: revision,
-        }
-    }
-
-    /// The history keys in the database, as slots.
-    fn history_slots(store: &Store) -> Vec<u32> {
-        store
-            .tree
-            .scan_prefix(HISTORY_PREFIX)
-            .map(|item| {
-                let (key, _) = item.unwrap();
-                u32::from_be_bytes(key[HISTORY_PREFIX.len()..].try_into().unwrap())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn history_entries_are_stored_with_their_changes_in_a_ring_of_slots() {
-        let dir = tempfile::tempdir().unwrap();
-        let limit = crate::limits::HISTORY_ENTRIES as u64;
-        let mut contents = Contents::default();
-        {
-            let store = Store::open(dir.path()).unwrap();
-            // In batches of seven, as the commit thread hands them over.
-            let all: Vec<Change> = (1..=limit + 10).map(change).collect();
-            for batch in all.chunks(7) {
-                for c in batch {
-                    contents.apply(c);
-                }
-                store.apply(batch, &contents).unwrap();
-            }
-            // Every slot is taken once; the newest ten overwrote the oldest ten.
-            assert_eq!(history_slots(&store), (0..limit as u32).collect::<Vec<_>>());
-            store.checkpoint().unwrap();
-        }
-        let store = Store::reopen(dir.path(), PATIENCE).unwrap();
-        assert_eq!(store.load().unwrap(), contents);
-        let mut fewer = contents.clone();
-        fewer.history.truncate(3);
-        store.replace_all(&fewer).unwrap();
-        assert_eq!(history_slots(&store), [11, 12, 13]);
-        assert_eq!(store.load().unwrap(), fewer);
-    }
-
-    #[test]
-    fn a_damaged_history_entry_is_refused_not_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut contents = Contents::default();
-        contents.apply(&change(1));
-        store.apply(&[change(1)], &contents).unwrap();
-        store
-            .tree
-            .insert(history_key(1), b"{not json".as_slice())
-            .unwrap();
-        let error = store.load().unwrap_err().to_string();
-        assert!(error.contains("corrupt record"), "{error}");
-        // An entry filed in another revision's slot is damage too.
-        let moved = serde_json::to_vec(&contents.history[0]).unwrap();
-        store.tree.insert(history_key(1), moved.as_slice()).unwrap();
-        assert!(store.load().is_ok());
-        store.tree.remove(history_key(1)).unwrap();
-        store.tree.insert(history_key(2), moved).unwrap();
-        let error = store.load().unwrap_err().to_string();
-        assert!(error.contains("belongs in another slot"), "{error}");
-    }
-
-    #[test]
-    fn checkpointed_changes_survive_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let contents = StoredWorkspaceV1 {
-            revision: 3,
-            roots: vec![crate::model::StoredRootV1 {
-                uri: "file:///a".into(),
-                name: Some("a".into()),
-                by_hand: true,
-                published_by: Vec::new(),
-            }],
-        };
-        {
-            let store = Store::open(dir.path()).unwrap();
-            assert!(store.was_fresh());
-            let change = Change {
-                revision: 3,
-                workspace: ws("work"),
-                state: contents.clone(),
-                origin: None,
-                time_unix_ms: 0,
-            };
-            let mut after = Contents::default();
-            after.apply(&change);
-            store.apply(&[change], &after).unwrap();
-            store.checkpoint().unwrap();
-        }
-        let store = Store::reopen(dir.path(), PATIENCE).unwrap();
-        assert!(!store.was_fresh());
-        let loaded = store.load().unwrap();
-        assert_eq!(loaded.revision, 3);
-        assert_eq!(loaded.workspaces[&ws("work")], contents);
-    }
-
-    #[test]
-    fn replace_all_leaves_exactly_the_given_contents() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let one = |revision| StoredWorkspaceV1 {
-            revision,
-            roots: Vec::new(),
-        };
-        let mut before = Contents::default();
-        before.apply(&change(1));
-        store.apply(&[change(1)], &before).unwrap();
-        let mut contents = Contents {
-            revision: 5,
-            ..Contents::default()
-        };
-        contents.workspaces.insert(ws("new"), one(5));
-        store.replace_all(&contents).unwrap();
-        assert_eq!(store.load().unwrap(), contents);
-    }
-
-    #[test]
-    fn a_second_open_of_the_same_directory_fails() {
-        let dir = tempfile::tempdir().unwrap();
-        let _first = Store::open(dir.path()).unwrap();
-        assert!(matches!(
-            Store::open(dir.path()),
-            Err(StoreError::Open { .. })
-        ));
-    }
-
-    #[test]
-    fn the_lock_probe_sees_an_open_store_and_leaves_it_working() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(!is_locked(dir.path()), "no database yet, so no lock");
-        let store = Store::open(dir.path()).unwrap();
-        assert!(is_locked(dir.path()));
-        assert!(
-            is_locked(dir.path()),
-            "the first probe let go of its own lock"
-        );
-        store.tree.insert(b"k", b"v").unwrap();
-        store.tree.flush().unwrap();
-    }
-
-    #[test]
-    fn an_unknown_schema_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = Store::open(dir.path()).unwrap();
-            store.tree.insert(SCHEMA_KEY, &9u32.to_be_bytes()).unwrap();
-            store.tree.flush().unwrap();
-        }
-        let reopened = Store::reopen(dir.path(), PATIENCE);
-        assert!(
-            matches!(reopened, Err(StoreError::UnknownSchema { found: 9 })),
-            "{:?}",
-            reopened.err()
-        );
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;

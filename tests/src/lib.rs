@@ -63,8 +63,7 @@ pub fn poll_until<T, Seen>(
     }
 }
 
-/// Path of one of the workspace's binaries (`rootsd`, `rootsctl`) in the same target directory
-/// as this test executable.
+/// Path of one of the workspace's binaries (`rootsd`, `rootsctl`) beside this test executable.
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test knows its own path");
     // Tests run from target/<profile>/deps/<test>-<hash>, the benchmark from
@@ -87,8 +86,7 @@ pub fn bin(name: &str) -> PathBuf {
 /// is one edit here, and every test that says hello fails until it is made.
 pub const PROTOCOL_VERSION: u32 = 2;
 
-/// A `hello` line of this build's control protocol, with request id `id`, for tests that speak
-/// the protocol by hand.
+/// A `hello` line of this build's control protocol, with request id `id`, for raw-protocol tests.
 pub fn hello_line(id: u64) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"hello","params":{{"protocol_version":{}}}}}"#,

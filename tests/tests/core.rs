@@ -18,6 +18,8 @@ mod crash;
 mod daemon;
 #[path = "core/gone.rs"]
 mod gone;
+#[path = "core/growth.rs"]
+mod growth;
 #[path = "core/history.rs"]
 mod history;
 #[path = "core/input.rs"]
@@ -28,6 +30,8 @@ mod limits;
 mod newcomer;
 #[path = "core/protocol.rs"]
 mod protocol;
+#[path = "core/recovery.rs"]
+mod recovery;
 #[path = "core/roots.rs"]
 mod roots;
 #[path = "core/soak.rs"]

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::support::{assert_exit, ctl, ctl_json, stderr_of, stdout_of};
 
 /// Adds `count` roots, one acknowledged request each, on a raw connection; returns their URIs.
-fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
+pub(crate) fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
     let mut client = sb.connect();
     (0..count)
         .map(|i| {
@@ -26,14 +26,14 @@ fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
         .collect()
 }
 
-fn listed(sb: &Sandbox) -> Vec<String> {
+pub(crate) fn listed(sb: &Sandbox) -> Vec<String> {
     sb.roots("default")
         .iter()
         .map(|r| r["uri"].as_str().unwrap().to_owned())
         .collect()
 }
 
-fn stop(mut daemon: Daemon) {
+pub(crate) fn stop(mut daemon: Daemon) {
     daemon.signal(Signal::TERM);
     let status = daemon.wait();
     assert_eq!(status.code(), Some(0), "{}", daemon.stderr());
@@ -53,7 +53,7 @@ fn stop_traced(sb: &Sandbox, mut tracer: Daemon) -> (Option<i32>, String) {
 }
 
 /// `cmd` (a rootsd command) run under `strace` with `strace_args`.
-fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
+pub(crate) fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
     assert!(
         Command::new("strace")
             .arg("-V")
@@ -77,7 +77,7 @@ fn under_strace(cmd: &Command, strace_args: &[&str]) -> Command {
 }
 
 /// Starts rootsd on the sandbox expecting it to refuse; returns what it said.
-fn refused_start(sb: &Sandbox) -> String {
+pub(crate) fn refused_start(sb: &Sandbox) -> String {
     let output = output_within(&mut sb.rootsd());
     assert_ne!(
         output.status.code(),
@@ -94,13 +94,13 @@ fn refused_start(sb: &Sandbox) -> String {
     said
 }
 
-fn recover(sb: &Sandbox) -> String {
+pub(crate) fn recover(sb: &Sandbox) -> String {
     let output = output_within(sb.rootsd().arg("--recover"));
     assert_exit(&output, 0, "rootsd --recover");
     stderr_of(&output)
 }
 
-fn state_files(sb: &Sandbox, prefix: &str) -> Vec<PathBuf> {
+pub(crate) fn state_files(sb: &Sandbox, prefix: &str) -> Vec<PathBuf> {
     std::fs::read_dir(&sb.state)
         .unwrap()
         .flatten()
@@ -502,6 +502,90 @@ fn a_final_checkpoint_that_fails_makes_rootsd_exit_non_zero() {
     assert_ne!(code, Some(0), "{log}");
     assert!(log.contains("final checkpoint"), "{log}");
     // The journal held every acknowledged change: the next start catches the database up.
+    let _restarted = sb.start_daemon();
+    assert_eq!(listed(&sb), added);
+}
+
+/// The thread of `pid` named `name`.
+fn thread_named(pid: i32, name: &str) -> i32 {
+    eventually(&format!("a thread named {name}"), PATIENCE, || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim() == name {
+                return Ok(task.file_name().to_str().unwrap().parse().unwrap());
+            }
+        }
+        Err("none yet".to_owned())
+    })
+}
+
+#[test]
+fn a_database_that_fails_to_sync_for_a_while_wedges_neither_writes_nor_shutdown() {
+    let sb = Sandbox::new();
+    let mut daemon = sb.start_daemon();
+    // Attached to the commit thread alone, once rootsd runs: its first three fdatasyncs of the
+    // database fail (so each checkpoint fails and the database is reopened), and so does its
+    // first fsync of it, which sled makes as the old handle is dropped, and panicked on: a disk
+    // that errs for a moment, then works.
+    let commit = thread_named(daemon.pid(), "rootsd-commit");
+    let database = sb.state.join("db/db");
+    let mut tracer = Command::new("strace");
+    tracer
+        .args(["-o", "/dev/null", "-p", &commit.to_string(), "-P"])
+        .arg(&database)
+        .args(["-e", "trace=fdatasync,fsync"])
+        .args(["-e", "inject=fdatasync:error=EIO:when=1..3"])
+        .args(["-e", "inject=fsync:error=EIO:when=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut tracer = rootsd_tests::Reaped(tracer.spawn().expect("run strace"));
+    let mut attached = std::io::BufReader::new(tracer.0.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut attached, &mut line).unwrap();
+    assert!(line.contains("attached"), "strace: {line}");
+    let mut added = add_roots(&sb, 2);
+    // The idle checkpoint after the adds fails, and so do the next two (each reopening the
+    // database first): about a second in which the store says it is degraded.
+    eventually(
+        "the failed checkpoint to degrade the store",
+        PATIENCE,
+        || {
+            let store = store_state(&sb);
+            if store["state"] == json!("degraded") {
+                Ok(())
+            } else {
+                Err(store)
+            }
+        },
+    );
+    eventually(
+        "the store to heal once the database syncs again",
+        PATIENCE,
+        || {
+            let store = store_state(&sb);
+            if store["state"] == json!("ok") {
+                Ok(())
+            } else {
+                Err(store)
+            }
+        },
+    );
+    for n in 0..3 {
+        let dir = sb.mkdir(&format!("after-fault-{n}"));
+        let output = ctl(&sb, &["add", dir.to_str().unwrap()]);
+        assert_exit(&output, 0, &format!("add {n} after the database erred"));
+        added.push(format!("file://{}", dir.display()));
+    }
+    daemon.signal(Signal::TERM);
+    let code = daemon.wait().code();
+    let log = daemon.stderr();
+    assert_eq!(code, Some(0), "SIGTERM stops rootsd cleanly: {log}");
+    assert!(
+        log.contains("sled panicked"),
+        "the fault made sled panic, and rootsd went on: {log}"
+    );
     let _restarted = sb.start_daemon();
     assert_eq!(listed(&sb), added);
 }
