@@ -80,8 +80,11 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
 
 fn with_registry(test: impl AsyncFnOnce(&Registry, &std::path::Path)) {
     let dir = tempfile::tempdir().expect("a temp dir");
+    // As the daemon does: the instance lock makes the state directory before the store opens.
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("make the state directory");
     let registry = Arc::new(
-        Registry::new(crate::reconcile::open(&dir.path().join("state")).expect("open the store"))
+        Registry::new(crate::reconcile::open(&state).expect("open the store"))
             .expect("load the store"),
     );
     let root = dir.path().join("project");
