@@ -217,6 +217,11 @@ fn region(map: &Map, shape: &Shape) -> Option<Range<usize>> {
     Some(command.start.min(args.start)..command.end.max(args.end))
 }
 
+/// The region (command to arguments) of the entry at `path`, where [`wrap`] splices.
+pub fn region_of(root: &Node, shape: &Shape, path: &[String]) -> Option<Range<usize>> {
+    region(locate(root, path)?.map()?, shape)
+}
+
 /// Wraps every stdio entry of `text` not yet behind rootsd.
 pub fn wrap(
     text: &str,
