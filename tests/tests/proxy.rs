@@ -27,6 +27,8 @@ mod fake;
 mod gone;
 #[path = "proxy/host_roots.rs"]
 mod host_roots;
+#[path = "proxy/hosts.rs"]
+mod hosts;
 #[path = "proxy/interop.rs"]
 mod interop;
 #[path = "proxy/lifecycle.rs"]
