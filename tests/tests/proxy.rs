@@ -25,6 +25,8 @@ mod everything;
 mod fake;
 #[path = "proxy/gone.rs"]
 mod gone;
+#[path = "proxy/host_clis.rs"]
+mod host_clis;
 #[path = "proxy/host_roots.rs"]
 mod host_roots;
 #[path = "proxy/hosts.rs"]
