@@ -20,14 +20,14 @@ pub fn unified(name: &str, old: &str, edits: &[Edit]) -> String {
         .collect();
     let line_of = |at: usize| starts.partition_point(|s| *s <= at).saturating_sub(1);
     let line_end = |line: usize| starts.get(line + 1).copied().unwrap_or(old.len());
-    // Edits sharing a line make one block of whole lines; blocks whose contexts touch make one
-    // hunk.
+    // Edits on the same or adjacent lines make one block of whole lines (removed, then added);
+    // blocks whose contexts touch make one hunk.
     let mut blocks: Vec<(usize, usize, Vec<&Edit>)> = Vec::new();
     for edit in edits {
         let first = line_of(edit.0.start);
         let last = line_of(edit.0.end.saturating_sub(1).max(edit.0.start));
         match blocks.last_mut() {
-            Some((_, end, members)) if first <= *end => {
+            Some((_, end, members)) if first <= *end + 1 => {
                 *end = (*end).max(last);
                 members.push(edit);
             }
