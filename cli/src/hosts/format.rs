@@ -33,6 +33,11 @@ impl Format {
     }
 }
 
+/// The file's line ending: a file written on Windows keeps its `\r\n`.
+fn newline(text: &str) -> &'static str {
+    if text.contains("\r\n") { "\r\n" } else { "\n" }
+}
+
 /// The text between the start of `at`'s line and `at`.
 fn line_prefix(text: &str, at: usize) -> &str {
     let start = text[..at].rfind('\n').map_or(0, |n| n + 1);
@@ -78,10 +83,8 @@ impl Editor for Toml {
             format!(", {key} = {value}")
         } else {
             // A dotted key (`mcp_servers.fs.command = …`) needs the same dotted prefix.
-            format!(
-                "\n{}{key} = {value}",
-                line_prefix(text, after.key_span.start)
-            )
+            let prefix = line_prefix(text, after.key_span.start);
+            format!("{}{prefix}{key} = {value}", newline(text))
         }
     }
 }
@@ -101,7 +104,7 @@ impl Editor for Yaml {
             {
                 let indent = " ".repeat(line_prefix(text, span.start).chars().count());
                 let items: Vec<String> = items.iter().map(|i| format!("- {i}")).collect();
-                items.join(&format!("\n{indent}"))
+                items.join(&format!("{}{indent}", newline(text)))
             }
             _ => bracketed(items, original.map(|n| (n, text))),
         }
@@ -119,7 +122,7 @@ impl Editor for Yaml {
             format!(", {key}: {value}")
         } else {
             let column = line_prefix(text, after.key_span.start).chars().count();
-            format!("\n{}{key}: {value}", " ".repeat(column))
+            format!("{}{}{key}: {value}", newline(text), " ".repeat(column))
         }
     }
 }

@@ -9,9 +9,10 @@ const MAX_DEPTH: usize = 128;
 
 /// Reads `text` as one JSONC value; the error says what is wrong and on which line.
 pub fn parse(text: &str) -> Result<Node, String> {
+    // A byte order mark, as some Windows editors write, is not part of the document.
     let mut reader = Reader {
         text: text.as_bytes(),
-        pos: 0,
+        pos: if text.starts_with('\u{feff}') { 3 } else { 0 },
     };
     reader.skip_blank()?;
     // A file holding only whitespace and comments is an empty configuration, as hosts read it.

@@ -258,6 +258,42 @@ fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() 
 }
 
 #[test]
+fn windows_line_endings_and_a_byte_order_mark_are_kept() {
+    for (id, text) in [
+        (
+            "codex",
+            "[mcp_servers.a]\r\ncommand = \"srv\"\r\n\r\n[x]\r\n",
+        ),
+        (
+            "goose",
+            "extensions:\r\n  a:\r\n    type: stdio\r\n    cmd: srv\r\n    args:\r\n      - x\r\n      - y\r\n",
+        ),
+        (
+            "cursor",
+            "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"srv\"}}}\r\n",
+        ),
+    ] {
+        let host = table::find(id).unwrap();
+        let planned = plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+        assert_eq!(planned.remembered.len(), 1, "{id}");
+        let bare_newlines = planned.text.replace("\r\n", "").matches('\n').count();
+        assert_eq!(bare_newlines, 0, "{id}: {:?}", planned.text);
+        assert_eq!(
+            text.starts_with('\u{feff}'),
+            planned.text.starts_with('\u{feff}')
+        );
+        let (restored, _) = plan::unwrap(
+            &planned.text,
+            host.format.editor(),
+            &host.shape,
+            &planned.remembered,
+        )
+        .unwrap();
+        assert_eq!(restored.text, text, "{id}");
+    }
+}
+
+#[test]
 fn files_that_do_not_parse_are_refused_naming_the_line() {
     for (id, text, expect) in [
         (
