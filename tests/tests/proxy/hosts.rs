@@ -264,3 +264,72 @@ fn unparsable_files_running_hosts_and_entries_edited_since_are_left_as_they_were
         "VS Code's file is restored"
     );
 }
+
+#[test]
+fn a_socket_a_workspace_and_a_project_reach_the_entries_and_an_unknown_host_is_a_usage_error() {
+    let sb = Sandbox::new();
+    let home = sb.mkdir("home");
+    let project = sb.mkdir("project");
+    let mcp = project.join(".mcp.json");
+    std::fs::write(&mcp, "{\"mcpServers\": {\"s\": {\"command\": \"srv\"}}}\n").unwrap();
+    std::fs::create_dir_all(project.join(".vscode")).unwrap();
+    std::fs::write(
+        project.join(".vscode/mcp.json"),
+        "{\"servers\": {\"v\": {\"type\": \"stdio\", \"command\": \"srv\"}}}\n",
+    )
+    .unwrap();
+
+    // Without --socket nothing names a socket: the proxy finds the daemon as every rootsctl does.
+    let plain = hosts(
+        &home,
+        &["wrap", "--dry-run", "--project", project.to_str().unwrap()],
+    );
+    assert_exit(&plain, 0, "rootsctl hosts wrap --dry-run --project");
+    assert!(
+        !stdout_of(&plain).contains("--socket"),
+        "{}",
+        stdout_of(&plain)
+    );
+    assert!(stdout_of(&plain).contains(&format!(
+        "--- {}\n",
+        project.join(".vscode/mcp.json").display()
+    )));
+
+    // A socket given to this rootsctl reaches no host's server unless it is written down.
+    let mut cmd = bare(&rootsd_tests::bin("rootsctl"), &home);
+    cmd.env("ROOTSD_SOCKET", "/run/rootsd/rootsd.sock").args([
+        "hosts",
+        "wrap",
+        "-w",
+        "work",
+        "--project",
+        project.to_str().unwrap(),
+        "claude-code",
+    ]);
+    let wrapped = output_within(&mut cmd);
+    assert_exit(
+        &wrapped,
+        0,
+        "ROOTSD_SOCKET=… rootsctl hosts wrap -w work --project DIR claude-code",
+    );
+    let text = std::fs::read_to_string(&mcp).unwrap();
+    assert!(
+        text.contains("\"args\": [\"proxy\", \"--workspace\", \"work\", \"--socket\", \"/run/rootsd/rootsd.sock\", \"--host-roots\", \"merge\", \"--\", \"srv\"]"),
+        "{text}"
+    );
+    assert!(
+        !std::fs::read_to_string(project.join(".vscode/mcp.json"))
+            .unwrap()
+            .contains("proxy"),
+        "only the named host"
+    );
+
+    let unknown = hosts(&home, &["wrap", "vscodium"]);
+    assert_exit(&unknown, 2, "rootsctl hosts wrap vscodium");
+    assert!(
+        stderr_of(&unknown)
+            .contains("unknown host \"vscodium\"; the hosts are claude-desktop, claude-code"),
+        "{}",
+        stderr_of(&unknown)
+    );
+}
