@@ -2,11 +2,11 @@
 //! `rootsctl proxy` and unwrapped, by editing each app's own file in place.
 //!
 //! - [`table`]: the hosts, their files on Linux and macOS, and the shape of their entries.
-//! - [`tree`], [`format`], [`jsonc`], [`toml`], [`yaml`]: one editor per format, reading a file
-//!   into values with byte spans.
+//! - [`tree`], [`format`](mod@format), [`jsonc`], [`toml`], [`yaml`]: one editor per format,
+//!   reading a file into values with byte spans.
 //! - [`plan`]: the wrap and unwrap planner, pure: text in, text and what to remember out.
-//! - [`write`]: bounded reads, backups, and the atomic replacement made only if the file is
-//!   unchanged since it was read.
+//! - [`write`](mod@write): bounded reads, backups, and the atomic replacement made only if the
+//!   file is unchanged since it was read.
 //! - [`record`]: what was wrapped, for an exact unwrap.
 //! - [`diff`]: `--dry-run`'s unified diff. [`running`]: whether Claude Code runs.
 //!
