@@ -382,3 +382,21 @@ fn a_large_claude_json_is_wrapped_quickly() {
         text.len() >> 10
     );
 }
+
+#[test]
+fn wrap_help_names_every_host_of_the_table() {
+    use clap::CommandFactory as _;
+    let cli = crate::args::Cli::command();
+    let wrap = cli
+        .find_subcommand("hosts")
+        .and_then(|h| h.find_subcommand("wrap"))
+        .unwrap();
+    let help = wrap
+        .get_arguments()
+        .find(|a| a.get_id() == "hosts")
+        .and_then(|a| a.get_help())
+        .unwrap()
+        .to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains(&table::ids()), "{help}");
+}
