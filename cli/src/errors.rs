@@ -77,7 +77,7 @@ pub const EXIT_STATUSES: &[Documented] = &[
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Refused]),
-        meaning: "the daemon refused the operation, or the input was refused (nothing was changed); rootsctl and the daemon speak different control protocols; doctor: a check failed",
+        meaning: "the daemon refused the operation, or the input was refused (nothing was changed); rootsctl and the daemon speak different control protocols; doctor: a check failed; hosts: a file or a server was left as it was (it does not parse, changed while being edited, its host is running, or it was edited since it was wrapped)",
     },
     Documented {
         statuses: Statuses::Of(&[Exit::Usage]),
@@ -266,6 +266,12 @@ pub struct SpawnError {
     pub command: String,
     pub error: io::Error,
 }
+
+/// `rootsctl hosts wrap|unwrap` left files or servers as they were; each is named above
+/// (exit status 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0} file(s) or server(s) were left as they were; the messages above say why")]
+pub struct HostsRefused(pub usize);
 
 /// Doctor found problems; they are already printed (exit status 1).
 #[derive(Debug, thiserror::Error)]

@@ -14,6 +14,7 @@
 //! - [`presence`]: whether each root's directory is there (missing, not a directory, unreadable).
 //! - [`reach`]: which directory or socket mode keeps this user from the socket, and the fix.
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
+//! - [`hosts`]: `rootsctl hosts`, which lists, wraps and unwraps the apps' MCP servers.
 //! - [`errors`]: every error rootsctl reports, and the one map from an error to its documented
 //!   exit status.
 //!
@@ -26,6 +27,7 @@ pub mod commands;
 pub mod config;
 pub mod doctor;
 pub mod errors;
+pub mod hosts;
 pub mod locate;
 pub mod log;
 pub mod output;

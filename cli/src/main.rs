@@ -34,6 +34,12 @@ fn main() -> ExitCode {
     let result = match (cli.command, target) {
         (Command::Completions { shell }, _) => completions(shell),
         _ if settings.is_err() => settings.map_err(anyhow::Error::from),
+        // It edits files only: neither the daemon nor the configuration file is needed.
+        (Command::Hosts(args), _) => {
+            let mut out = io::stdout().lock();
+            rootsctl::hosts::run(args, cli.socket, &mut out)
+                .and_then(|()| out.flush().map_err(anyhow::Error::from))
+        }
         (_, Err(config)) => Err(config.into()),
         (Command::Proxy(args), Ok(target)) => {
             let runtime = runtime();
@@ -77,7 +83,7 @@ async fn run(command: Command, target: &Target, out: &mut impl io::Write) -> any
         Command::Sessions(args) => commands::sessions(target, args, out).await,
         Command::Log(args) => rootsctl::log::run(target, args, out).await,
         Command::Doctor(args) => rootsctl::doctor::run(target, args, out).await,
-        Command::Proxy(_) | Command::Completions { .. } => {
+        Command::Proxy(_) | Command::Hosts(_) | Command::Completions { .. } => {
             unreachable!("handled in main, which owns stdout for them")
         }
     }

@@ -215,8 +215,16 @@ mod tests {
         let mut names: Vec<String> = pages.iter().map(Page::file_name).collect();
         names.sort();
         let mut expected = vec!["rootsd.8".to_owned(), "rootsctl.1".to_owned()];
+        // Nested subcommands (`rootsctl hosts wrap`) get a page of their own too.
         for sub in rootsctl::args::Cli::command().get_subcommands() {
             expected.push(format!("rootsctl-{}.1", sub.get_name()));
+            for nested in sub.get_subcommands().filter(|n| n.get_name() != "help") {
+                expected.push(format!(
+                    "rootsctl-{}-{}.1",
+                    sub.get_name(),
+                    nested.get_name()
+                ));
+            }
         }
         expected.sort();
         assert_eq!(names, expected);

@@ -25,8 +25,12 @@ mod everything;
 mod fake;
 #[path = "proxy/gone.rs"]
 mod gone;
+#[path = "proxy/host_clis.rs"]
+mod host_clis;
 #[path = "proxy/host_roots.rs"]
 mod host_roots;
+#[path = "proxy/hosts.rs"]
+mod hosts;
 #[path = "proxy/interop.rs"]
 mod interop;
 #[path = "proxy/lifecycle.rs"]

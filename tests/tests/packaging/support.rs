@@ -197,24 +197,33 @@ pub fn build_deb(out: &Path, revision: u32) -> PathBuf {
     deb
 }
 
-/// The subcommands `rootsctl --help` lists, without `help`: each has a man page.
+/// The commands `rootsctl --help` lists, without `help`, then each nested one its own `--help`
+/// lists as `COMMAND-NESTED` (`hosts-wrap`): each has a man page, `rootsctl-NAME.1`.
 pub fn subcommands() -> Vec<String> {
-    let output = run_ok(
-        Command::new(bin("rootsctl")).arg("--help"),
-        "rootsctl --help",
-    );
-    let help = text(&output.stdout);
-    let list: Vec<String> = help
-        .lines()
-        .skip_while(|l| l.trim_end() != "Commands:")
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|name| *name != "help")
-        .map(str::to_owned)
-        .collect();
-    assert!(list.len() > 5, "no subcommands found in: {help}");
-    list
+    fn listed(args: &[&str]) -> Vec<String> {
+        let output = run_ok(
+            Command::new(bin("rootsctl")).args(args).arg("--help"),
+            &format!("rootsctl {} --help", args.join(" ")),
+        );
+        text(&output.stdout)
+            .lines()
+            .skip_while(|l| l.trim_end() != "Commands:")
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| *name != "help")
+            .map(str::to_owned)
+            .collect()
+    }
+    let top = listed(&[]);
+    assert!(top.len() > 5, "no subcommands found in rootsctl --help");
+    let mut all = Vec::new();
+    for sub in top {
+        let nested = listed(&[&sub]);
+        all.push(sub.clone());
+        all.extend(nested.into_iter().map(|n| format!("{sub}-{n}")));
+    }
+    all
 }
 
 /// What a path in a tree is, for comparing trees before and after.

@@ -1,0 +1,44 @@
+//! Whether Claude Code runs for this user: every session holds `~/.claude.json` in memory and
+//! writes it back whole, which would undo a wrap or tear the file. Found in /proc: a process
+//! named `claude` (or a node running a `claude` script) whose `HOME` is this home.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+/// The pids of the Claude Code processes running with `home` as their home.
+pub fn claude_code(home: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid| pid != &std::process::id() && is_claude(*pid) && home_of(*pid, home))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+fn is_claude(pid: u32) -> bool {
+    let named =
+        |arg: &[u8]| Path::new(OsStr::from_bytes(arg)).file_name() == Some(OsStr::new("claude"));
+    let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.strip_suffix(b"\n").unwrap_or(&comm) == b"claude" {
+        return true;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut args = cmdline.split(|b| *b == 0);
+    let first = args.next().unwrap_or_default();
+    named(first) || (named_node(first) && args.next().is_some_and(named))
+}
+
+fn named_node(arg: &[u8]) -> bool {
+    Path::new(OsStr::from_bytes(arg)).file_name() == Some(OsStr::new("node"))
+}
+
+/// Whether `pid`'s environment has `HOME=home` (readable for the user's own processes only).
+fn home_of(pid: u32, home: &Path) -> bool {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let wanted = [b"HOME=".as_slice(), home.as_os_str().as_bytes()].concat();
+    environ.split(|b| *b == 0).any(|v| v == wanted.as_slice())
+}

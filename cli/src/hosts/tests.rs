@@ -1,0 +1,402 @@
+//! The planner against real-shaped files of every host, as data: each case names the servers
+//! that must be wrapped and those that must be left alone, and every case is held to the same
+//! promises (only the wrapped entries' command and arguments change, the wrapped entry runs the
+//! proxy in front of the original command, a second wrap changes nothing, unwrap gives back the
+//! original bytes).
+
+use super::format::Editor;
+use super::plan::{self, Outcome, Transport, Wrapping};
+use super::table::{self, Host};
+
+const ROOTSCTL: &str = "/opt/rootsd/bin/rootsctl";
+
+/// (host, file, servers wrapped, servers left alone)
+const CASES: &[(&str, &str, &[&str], &[&str])] = &[
+    (
+        "claude-desktop",
+        include_str!("fixtures/claude-desktop.json"),
+        &["filesystem", "memory"],
+        &[],
+    ),
+    (
+        "claude-code",
+        include_str!("fixtures/claude-code.json"),
+        &["git", "db"],
+        &["sentry", "already"],
+    ),
+    (
+        "vscode",
+        include_str!("fixtures/vscode.jsonc"),
+        &["fs", "py"],
+        &["github"],
+    ),
+    (
+        "cursor",
+        include_str!("fixtures/cursor.json"),
+        &["fs"],
+        &["linear"],
+    ),
+    (
+        "windsurf",
+        include_str!("fixtures/windsurf.json"),
+        &["puppeteer"],
+        &["figma"],
+    ),
+    (
+        "zed",
+        include_str!("fixtures/zed.jsonc"),
+        &["github"],
+        &["remote"],
+    ),
+    (
+        "gemini",
+        include_str!("fixtures/gemini.json"),
+        &["pythonTools"],
+        &["httpServer"],
+    ),
+    (
+        "codex",
+        include_str!("fixtures/codex.toml"),
+        &["fs", "plain", "inline", "dotted"],
+        &["web", "wrapped"],
+    ),
+    (
+        "goose",
+        include_str!("fixtures/goose.yaml"),
+        &["fs", "bare", "flow"],
+        &["developer", "remote"],
+    ),
+    (
+        "opencode",
+        include_str!("fixtures/opencode.jsonc"),
+        &["fs"],
+        &["context7"],
+    ),
+    (
+        "continue",
+        include_str!("fixtures/continue.yaml"),
+        &["Playwright", "sqlite"],
+        &["remote"],
+    ),
+    (
+        "cline",
+        include_str!("fixtures/cline.json"),
+        &["github.com/modelcontextprotocol/servers/tree/main/src/github"],
+        &["remote"],
+    ),
+    (
+        "lmstudio",
+        include_str!("fixtures/lmstudio.json"),
+        &["fetch"],
+        &["hf"],
+    ),
+];
+
+fn wrapping(host: &Host) -> Wrapping {
+    Wrapping {
+        rootsctl: ROOTSCTL.to_owned(),
+        options: vec!["--workspace".to_owned(), "work".to_owned()],
+        merge_host_roots: host.gives_roots,
+    }
+}
+
+fn servers(host: &Host, text: &str) -> Vec<plan::Server> {
+    plan::servers(&host.format.editor().parse(text).unwrap(), &host.shape)
+}
+
+/// `text` without the regions of the entries at `paths`.
+fn outside(host: &Host, text: &str, paths: &[Vec<String>]) -> String {
+    let root = host.format.editor().parse(text).unwrap();
+    let mut regions: Vec<_> = paths
+        .iter()
+        .map(|p| plan::region_of(&root, &host.shape, p).unwrap())
+        .collect();
+    regions.sort_by_key(|r| r.start);
+    let mut kept = String::new();
+    let mut at = 0;
+    for region in regions {
+        kept.push_str(&text[at..region.start]);
+        kept.push('§');
+        at = region.end;
+    }
+    kept + &text[at..]
+}
+
+#[test]
+fn every_host_file_is_wrapped_in_place_and_unwrapped_byte_for_byte() {
+    assert_eq!(CASES.len(), table::HOSTS.len(), "a case for every host");
+    for (id, text, wrapped, alone) in CASES {
+        let host = table::find(id).unwrap();
+        let editor: &dyn Editor = host.format.editor();
+        let before = servers(host, text);
+        let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
+        let names: Vec<&str> = planned
+            .remembered
+            .iter()
+            .map(|r| r.path.last().unwrap().as_str())
+            .collect();
+        assert_eq!(
+            &names, wrapped,
+            "{id}: the stdio servers not yet behind rootsd are wrapped"
+        );
+
+        // Each wrapped entry runs this rootsctl's proxy in front of exactly the original command.
+        let after = servers(host, &planned.text);
+        assert_eq!(after.len(), before.len(), "{id}");
+        for (old, new) in before.iter().zip(&after) {
+            assert_eq!(old.path, new.path, "{id}");
+            if !wrapped.contains(&old.name.as_str()) {
+                assert!(
+                    alone.contains(&old.name.as_str()),
+                    "{id}: {} is in the case",
+                    old.name
+                );
+                assert_eq!(
+                    old.transport, new.transport,
+                    "{id}: {} is left alone",
+                    old.name
+                );
+                continue;
+            }
+            let Transport::Stdio { command, .. } = &old.transport else {
+                panic!("{id}: {old:?}")
+            };
+            let mut expected = vec![ROOTSCTL, "proxy", "--workspace", "work"];
+            if host.gives_roots {
+                expected.extend(["--host-roots", "merge"]);
+            }
+            expected.push("--");
+            expected.extend(command.iter().map(String::as_str));
+            assert_eq!(
+                new.transport,
+                Transport::Stdio {
+                    command: expected.iter().map(|s| s.to_string()).collect(),
+                    wrapped: true
+                },
+                "{id}: {}",
+                old.name
+            );
+        }
+
+        // Nothing outside the wrapped entries' command-to-arguments regions changed.
+        let paths: Vec<Vec<String>> = planned.remembered.iter().map(|r| r.path.clone()).collect();
+        assert_eq!(
+            outside(host, text, &paths),
+            outside(host, &planned.text, &paths),
+            "{id}"
+        );
+        // A strict JSON file stays strict JSON.
+        if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+            serde_json::from_str::<serde_json::Value>(&planned.text)
+                .unwrap_or_else(|e| panic!("{id}: {e}\n{}", planned.text));
+        }
+
+        let again = plan::wrap(&planned.text, editor, &host.shape, &wrapping(host)).unwrap();
+        assert!(
+            again.edits.is_empty() && again.text == planned.text,
+            "{id}: wrapping twice changes nothing"
+        );
+
+        let (restored, outcomes) =
+            plan::unwrap(&planned.text, editor, &host.shape, &planned.remembered).unwrap();
+        assert!(
+            outcomes.iter().all(|o| *o == Outcome::Restored),
+            "{id}: {outcomes:?}"
+        );
+        assert_eq!(
+            restored.text, *text,
+            "{id}: unwrap restores the original bytes"
+        );
+    }
+}
+
+#[test]
+fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() {
+    let host = table::find("codex").unwrap();
+    let text = CASES.iter().find(|c| c.0 == "codex").unwrap().1;
+    let planned = plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+    let edited = planned
+        .text
+        .replacen("\"plain-srv-renamed\"", "", 0)
+        .replacen("\"my-server\"]", "\"my-server\", \"--verbose\"]", 1);
+    assert_ne!(edited, planned.text);
+    let (restored, outcomes) = plan::unwrap(
+        &edited,
+        host.format.editor(),
+        &host.shape,
+        &planned.remembered,
+    )
+    .unwrap();
+    let plain = planned
+        .remembered
+        .iter()
+        .position(|r| r.path.last().unwrap() == "plain")
+        .unwrap();
+    for (i, outcome) in outcomes.iter().enumerate() {
+        let expect = if i == plain {
+            Outcome::EditedSince
+        } else {
+            Outcome::Restored
+        };
+        assert_eq!(*outcome, expect, "{:?}", planned.remembered[i].path);
+    }
+    assert!(
+        restored.text.contains("\"my-server\", \"--verbose\"]"),
+        "{}",
+        restored.text
+    );
+    assert!(
+        restored.text.contains("command = \"npx\" # the runner"),
+        "{}",
+        restored.text
+    );
+
+    // An entry the user put back by hand, or removed, is simply forgotten.
+    let (_, outcomes) =
+        plan::unwrap(text, host.format.editor(), &host.shape, &planned.remembered).unwrap();
+    assert!(outcomes.iter().all(|o| *o == Outcome::Gone), "{outcomes:?}");
+}
+
+#[test]
+fn windows_line_endings_and_a_byte_order_mark_are_kept() {
+    for (id, text) in [
+        (
+            "codex",
+            "[mcp_servers.a]\r\ncommand = \"srv\"\r\n\r\n[x]\r\n",
+        ),
+        (
+            "goose",
+            "extensions:\r\n  a:\r\n    type: stdio\r\n    cmd: srv\r\n    args:\r\n      - x\r\n      - y\r\n",
+        ),
+        (
+            "cursor",
+            "\u{feff}{\"mcpServers\": {\"a\": {\"command\": \"srv\"}}}\r\n",
+        ),
+    ] {
+        let host = table::find(id).unwrap();
+        let planned = plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+        assert_eq!(planned.remembered.len(), 1, "{id}");
+        let bare_newlines = planned.text.replace("\r\n", "").matches('\n').count();
+        assert_eq!(bare_newlines, 0, "{id}: {:?}", planned.text);
+        assert_eq!(
+            text.starts_with('\u{feff}'),
+            planned.text.starts_with('\u{feff}')
+        );
+        let (restored, _) = plan::unwrap(
+            &planned.text,
+            host.format.editor(),
+            &host.shape,
+            &planned.remembered,
+        )
+        .unwrap();
+        assert_eq!(restored.text, text, "{id}");
+    }
+}
+
+#[test]
+fn files_that_do_not_parse_are_refused_naming_the_line() {
+    for (id, text, expect) in [
+        (
+            "claude-code",
+            "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",,}\n  }\n}\n",
+            "line 3",
+        ),
+        (
+            "vscode",
+            "{\n  \"servers\": {\n  /* unclosed\n}\n",
+            "line 3: a /* comment is never closed",
+        ),
+        (
+            "codex",
+            "[mcp_servers.fs]\ncommand = \"npx\"\ncommand = \"again\"\n",
+            "line 3",
+        ),
+        ("goose", "extensions:\n  fs:\n    cmd: [npx\n", "line "),
+    ] {
+        let host = table::find(id).unwrap();
+        let error =
+            plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap_err();
+        assert!(error.contains(expect), "{id}: {error}");
+    }
+}
+
+#[test]
+fn unwrap_needs_no_rootsctl_where_it_was() {
+    // The record holds the wrapped text itself, so a rootsctl installed elsewhere since (or a
+    // different one) unwraps what an old one wrapped, and does not wrap it again.
+    let host = table::find("claude-desktop").unwrap();
+    let text = CASES[0].1;
+    let old = Wrapping {
+        rootsctl: "/home/ana/.cargo/bin/rootsctl".to_owned(),
+        ..wrapping(host)
+    };
+    let planned = plan::wrap(text, host.format.editor(), &host.shape, &old).unwrap();
+    let again = plan::wrap(
+        &planned.text,
+        host.format.editor(),
+        &host.shape,
+        &wrapping(host),
+    )
+    .unwrap();
+    assert!(again.edits.is_empty());
+    let (restored, _) = plan::unwrap(
+        &planned.text,
+        host.format.editor(),
+        &host.shape,
+        &planned.remembered,
+    )
+    .unwrap();
+    assert_eq!(restored.text, text);
+}
+
+#[test]
+fn a_large_claude_json_is_wrapped_quickly() {
+    use std::fmt::Write as _;
+    let mut text = String::from("{\n  \"numStartups\": 1,\n  \"mcpServers\": {\n");
+    for i in 0..200 {
+        let comma = if i == 199 { "" } else { "," };
+        writeln!(text, "    \"s{i}\": {{\"type\": \"stdio\", \"command\": \"npx\", \"args\": [\"-y\", \"server-{i}\"], \"env\": {{\"K\": \"{i}\"}}}}{comma}").unwrap();
+    }
+    text.push_str("  },\n  \"history\": \"");
+    text.push_str(&"x".repeat(2 << 20));
+    text.push_str("\"\n}\n");
+    let host = table::find("claude-code").unwrap();
+    let began = std::time::Instant::now();
+    let planned = plan::wrap(&text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+    let elapsed = began.elapsed();
+    assert_eq!(planned.remembered.len(), 200);
+    let (restored, _) = plan::unwrap(
+        &planned.text,
+        host.format.editor(),
+        &host.shape,
+        &planned.remembered,
+    )
+    .unwrap();
+    assert_eq!(restored.text, text);
+    assert!(
+        elapsed < std::time::Duration::from_secs(2),
+        "wrapping 200 servers took {elapsed:?}"
+    );
+    eprintln!(
+        "wrapped 200 servers of a {} KiB file in {elapsed:?}",
+        text.len() >> 10
+    );
+}
+
+#[test]
+fn wrap_help_names_every_host_of_the_table() {
+    use clap::CommandFactory as _;
+    let cli = crate::args::Cli::command();
+    let wrap = cli
+        .find_subcommand("hosts")
+        .and_then(|h| h.find_subcommand("wrap"))
+        .unwrap();
+    let help = wrap
+        .get_arguments()
+        .find(|a| a.get_id() == "hosts")
+        .and_then(|a| a.get_help())
+        .unwrap()
+        .to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains(&table::ids()), "{help}");
+}

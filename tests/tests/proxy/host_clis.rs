@@ -1,0 +1,121 @@
+//! The hosts' own command-line tools, installed pinned from npm (tests/interop), read the files
+//! `rootsctl hosts wrap` wrote: `codex mcp list` (which reads config.toml without connecting),
+//! and `claude mcp list` and `gemini mcp list`, which connect to each server, so the filesystem
+//! server behind the proxy answers them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rootsd_tests::{Sandbox, output_within};
+use serde_json::Value;
+
+use crate::support::{assert_exit, filesystem_server, stderr_of, stdout_of};
+
+fn tool(name: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("interop/node_modules/.bin")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm ci --prefix tests/interop` (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// `program ARGS` with only `HOME` and `PATH`, in `dir`, as the user would run it.
+fn run(program: &Path, home: &Path, dir: &Path, args: &[&str]) -> Output {
+    output_within(
+        Command::new(program)
+            .args(args)
+            .env_clear()
+            .env("HOME", home)
+            .env(
+                "PATH",
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+            )
+            // Nothing but the servers is reached: no update checks, no telemetry.
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("GEMINI_CLI_DISABLE_AUTO_UPDATE", "1")
+            // Gemini CLI otherwise starts itself again with a larger heap and exits at once,
+            // leaving the copy to print the list after the test has looked.
+            .env("GEMINI_CLI_NO_RELAUNCH", "true")
+            .current_dir(dir),
+    )
+}
+
+#[test]
+fn codex_claude_and_gemini_read_the_wrapped_files_and_reach_the_server_behind_the_proxy() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let home = sb.configured_home();
+    let project = sb.mkdir("home/project");
+    let server = filesystem_server();
+    let (node, entry) = (server[0].to_str().unwrap(), server[1].to_str().unwrap());
+    for (file, text) in [
+        (
+            ".codex/config.toml",
+            format!("[mcp_servers.fs]\ncommand = \"{node}\"\nargs = [\"{entry}\"]\n"),
+        ),
+        (
+            ".claude.json",
+            format!(
+                "{{\"mcpServers\": {{\"fs\": {{\"type\": \"stdio\", \"command\": \"{node}\", \"args\": [\"{entry}\"]}}}}}}\n"
+            ),
+        ),
+        (
+            ".gemini/settings.json",
+            format!(
+                "{{\n  \"mcpServers\": {{\"fs\": {{\"command\": \"{node}\", \"args\": [\"{entry}\"]}}}}\n}}\n"
+            ),
+        ),
+        // Gemini CLI starts no server in a folder the user has not trusted.
+        (
+            ".gemini/trustedFolders.json",
+            format!("{{\"{}\": \"TRUST_FOLDER\"}}\n", project.display()),
+        ),
+    ] {
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let rootsctl = std::fs::canonicalize(rootsd_tests::bin("rootsctl")).unwrap();
+    let wrapped = run(
+        &rootsctl,
+        &home,
+        &home,
+        &["hosts", "wrap", "codex", "claude-code", "gemini"],
+    );
+    assert_exit(&wrapped, 0, "rootsctl hosts wrap codex claude-code gemini");
+    let rootsctl = rootsctl.to_str().unwrap();
+
+    let codex = run(&tool("codex"), &home, &project, &["mcp", "list", "--json"]);
+    assert_exit(&codex, 0, "codex mcp list --json");
+    let listed: Vec<Value> = serde_json::from_slice(&codex.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout_of(&codex)));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["transport"]["type"], "stdio");
+    assert_eq!(listed[0]["transport"]["command"], rootsctl);
+    assert_eq!(
+        listed[0]["transport"]["args"],
+        serde_json::json!(["proxy", "--", node, entry])
+    );
+
+    let claude = run(&tool("claude"), &home, &project, &["mcp", "list"]);
+    assert_exit(&claude, 0, "claude mcp list");
+    let expected =
+        format!("fs: {rootsctl} proxy --host-roots merge -- {node} {entry} - ✔ Connected");
+    assert!(
+        stdout_of(&claude).contains(&expected),
+        "{expected:?} in {}",
+        stdout_of(&claude)
+    );
+
+    let gemini = run(&tool("gemini"), &home, &project, &["mcp", "list"]);
+    assert_exit(&gemini, 0, "gemini mcp list");
+    // Gemini CLI prints its list on stderr.
+    let printed = stdout_of(&gemini) + &stderr_of(&gemini);
+    let expected = format!("fs: {rootsctl} proxy -- {node} {entry} (stdio) - Connected");
+    assert!(printed.contains(&expected), "{expected:?} in {printed}");
+}
