@@ -19,12 +19,12 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rootsd_proto::WorkspaceName;
+use rootsd_relay::Relay;
+use rootsd_relay::template::{Launch, LaunchTemplate, NeedsARoot};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use super::relay::Relay;
 use super::server::Server;
 use super::stdio::{LineReader, Outbound};
-use super::template::{Launch, LaunchTemplate, NeedsARoot};
 use super::{EXIT_GRACE, Escalation};
 use crate::errors::SpawnError;
 
@@ -103,7 +103,7 @@ pub(super) struct Launcher {
     /// The expansion of the newest list, with its revision (none when the first list never
     /// came).
     desired: Option<(Option<u64>, Result<Launch, NeedsARoot>)>,
-    /// The [`relay::ServedPaths::generation`](super::relay::ServedPaths) expanded last.
+    /// The [`ServedPaths::generation`](rootsd_relay::ServedPaths) expanded last.
     seen: Option<u64>,
     /// The generation a failed start was made from: the next one tries again.
     failed_at: Option<Option<u64>>,

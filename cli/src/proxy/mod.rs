@@ -1,7 +1,7 @@
 //! `rootsctl proxy -- COMMAND ARGS…`: puts a stdio MCP server behind rootsd.
 //!
 //! The proxy starts the server ([`server`]), reads lines from the host and the server
-//! ([`stdio::LineReader`]), lets [`relay::Relay`] decide what each becomes, and writes the
+//! ([`stdio::LineReader`]), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
 //! results through queues ([`stdio::Outbound`]) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
 //! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
@@ -12,18 +12,15 @@
 //! SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
 //!
 //! A server started with the workspace in its command line, environment or working directory
-//! ([`template`]) starts once the daemon's first list is known, and is restarted when a change
+//! ([`rootsd_relay::template`]) starts once the daemon's first list is known, and is restarted when a change
 //! alters what it is started with ([`launch`]): the host's lines wait in their pipe, the requests
 //! in flight finish (or get an error), the old server is stopped as above, the new one is started
-//! and given the host's set-up again ([`relay`] keeps it), and relaying resumes.
+//! and given the host's set-up again ([`rootsd_relay`] keeps it), and relaying resumes.
 
-pub mod label;
 mod launch;
-pub mod link;
-pub mod relay;
+mod link;
 pub mod server;
-pub mod stdio;
-pub mod template;
+mod stdio;
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -39,9 +36,9 @@ use crate::args::ProxyArgs;
 use crate::autostart::Target;
 use crate::errors::{ServerExit, UsageError};
 use launch::{Launcher, Running};
-use relay::{Config, Output, Relay, Side};
+use rootsd_relay::template::LaunchTemplate;
+use rootsd_relay::{Config, Output, Relay, Side, label};
 use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound};
-use template::LaunchTemplate;
 
 /// After the host closes stdin, how long the server gets to exit on its own before SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -101,7 +98,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let mut launcher = Launcher::new(
         template,
         args.workspace.workspace.clone(),
-        Instant::now() + relay::FIRST_LIST_PATIENCE,
+        Instant::now() + rootsd_relay::FIRST_LIST_PATIENCE,
     );
     // A server that does not take the workspace starts at once, as written; one that does
     // waits for the daemon's first list.

@@ -369,7 +369,7 @@ fn rounds_are_capped() {
     relay.roots_changed_at(snapshot(1, &["a"]));
     host(&mut relay, modern_call(json!(9)));
     let mut id = json!(9);
-    for _ in 0..MAX_MRTR_ROUNDS {
+    for _ in 0..stateless::MAX_MRTR_ROUNDS {
         let out = server(
             &mut relay,
             json!({"jsonrpc":"2.0","id":id,"result":{"resultType":"input_required",

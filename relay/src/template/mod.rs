@@ -274,7 +274,7 @@ impl LaunchTemplate {
     }
 
     /// Whether the launch cannot be made without at least one root.
-    pub fn needs_a_root(&self) -> bool {
+    fn needs_a_root(&self) -> bool {
         let root = |v: &Value| v.template().is_some_and(|t| t.has(&Piece::Root));
         self.args.iter().any(Arg::needs_a_root)
             || self.env.iter().any(|(_, v)| root(v))
