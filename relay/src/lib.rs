@@ -25,18 +25,12 @@
 
 mod handshake;
 mod host_roots;
-#[cfg(test)]
-mod host_tests;
 mod json;
 pub mod label;
-#[cfg(test)]
-mod map_tests;
 mod message;
 #[cfg(test)]
 mod properties;
 mod restart;
-#[cfg(test)]
-mod restart_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod scenario;
 mod stateless;
@@ -45,8 +39,6 @@ pub mod template;
 mod tests;
 #[cfg(test)]
 mod transcript;
-#[cfg(test)]
-mod transcript_2026;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

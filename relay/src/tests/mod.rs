@@ -4,10 +4,12 @@ use rootsd_proto::session::{Era, ServerInfo, SessionState};
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
+mod map;
+
 use super::*;
 
-/// The moment every test starts at; deadlines count from it. (`map_tests` shares it.)
-pub(super) fn t0() -> Instant {
+/// The moment every test starts at; deadlines count from it. ([`map`] shares it.)
+fn t0() -> Instant {
     static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     *T0.get_or_init(Instant::now)
 }
