@@ -7,21 +7,21 @@
 //! The crate's root handles what both protocol eras share: splitting a line into messages (a
 //! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, the
 //! requests in flight, and the list the server is given: the roots the daemon last sent, joined
-//! by the host's own with `--host-roots merge` ([`host_roots`]), rewritten with `--map`
+//! by the host's own with `--host-roots merge` (`host_roots`), rewritten with `--map`
 //! ([`Mapping`]), built once per change; both eras answer from that one list. The rules of each
 //! era live beside it:
-//! - [`handshake`] (2024-11-05 … 2025-11-25): the host's `initialize` gains
+//! - `handshake` (2024-11-05 … 2025-11-25): the host's `initialize` gains
 //!   `capabilities.roots`; the server's `roots/list` is answered here and never reaches the host;
 //!   the host's own `notifications/roots/list_changed` is dropped; `list_changed` goes to the
 //!   server when [`rootsd_proto::session::notice`] says it is due;
-//! - [`stateless`] (2026-07-28): requests that may need roots gain `roots: {}` in their client
+//! - `stateless` (2026-07-28): requests that may need roots gain `roots: {}` in their client
 //!   capabilities, and `roots/list` entries of `input_required` results are answered here,
 //!   retrying with a new id;
-//! - [`host_roots`] (both eras, `--host-roots merge|publish`): the host's own roots, asked for
+//! - `host_roots` (both eras, `--host-roots merge|publish`): the host's own roots, asked for
 //!   and taken from its answers.
 //!
 //! Every other message, and every part of a message the proxy does not change, is forwarded byte
-//! for byte: changes are spliced into the original line ([`json::Editor`]).
+//! for byte: changes are spliced into the original line (`json::Editor`).
 
 mod handshake;
 mod host_roots;

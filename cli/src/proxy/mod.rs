@@ -1,25 +1,25 @@
 //! `rootsctl proxy -- COMMAND ARGS…`: puts a stdio MCP server behind rootsd.
 //!
 //! The proxy starts the server ([`server`]), reads lines from the host and the server
-//! ([`stdio::LineReader`]), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
-//! results through queues ([`stdio::Outbound`]) whose size decides what is read next: a side that
+//! (`stdio::LineReader`), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
+//! results through queues (`stdio::Outbound`) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
 //! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
 //! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
 //!
-//! Shutdown follows MCP's stdio rules ([`running`]): when the host closes stdin (or the server
+//! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server
 //! closes its stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and
 //! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
 //!
 //! A server started with the workspace in its command line, environment or working directory
 //! ([`rootsd_relay::template`]) starts once the daemon's first list is known, and is restarted
-//! when a change alters what it is started with ([`launch`]): the host's lines wait in their
+//! when a change alters what it is started with (`launch`): the host's lines wait in their
 //! pipe, the requests in flight finish (or get an error), the old server is stopped as above, the
 //! new one is started and given the host's set-up again ([`rootsd_relay`] keeps it), and relaying
 //! resumes.
 //!
 //! This module is the event loop alone: what it reads each turn, and where each output goes. The
-//! daemon's side is [`link`], the pipes [`stdio`], the process [`server`].
+//! daemon's side is `link`, the pipes `stdio`, the process [`server`].
 
 mod launch;
 mod link;
