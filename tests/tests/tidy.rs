@@ -39,6 +39,7 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn source_dirs() -> Vec<PathBuf> {
     [
         "proto/src",
+        "relay/src",
         "daemon/src",
         "daemon/tests",
         "cli/src",
@@ -90,7 +91,12 @@ fn only_the_store_module_names_sled() {
         "only daemon/src/store.rs may use sled (ARCHITECTURE.md, Invariants); found:\n{}",
         offenders.join("\n")
     );
-    for manifest in ["proto/Cargo.toml", "cli/Cargo.toml", "tests/Cargo.toml"] {
+    for manifest in [
+        "proto/Cargo.toml",
+        "relay/Cargo.toml",
+        "cli/Cargo.toml",
+        "tests/Cargo.toml",
+    ] {
         let text = std::fs::read_to_string(workspace().join(manifest)).expect("read a manifest");
         assert!(
             !text.lines().any(|l| l.trim_start().starts_with("sled")),
@@ -99,17 +105,19 @@ fn only_the_store_module_names_sled() {
     }
 }
 
-#[test]
-fn proto_depends_on_neither_tokio_nor_sled() {
+/// The crates `package` depends on when built, directly or through another crate (normal edges
+/// only: what its tests and build scripts use does not ship in it), with every feature on.
+fn normal_dependencies(package: &str) -> Vec<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
         .current_dir(workspace())
         .args([
             "tree",
             "--package",
-            "rootsd-proto",
+            package,
             "--edges",
             "normal",
+            "--all-features",
             "--prefix",
             "none",
             "--offline",
@@ -123,31 +131,77 @@ fn proto_depends_on_neither_tokio_nor_sled() {
         String::from_utf8_lossy(&output.stderr)
     );
     let tree = String::from_utf8_lossy(&output.stdout);
-    let crates: Vec<&str> = tree
+    let crates: Vec<String> = tree
         .lines()
         .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
         .collect();
     assert!(
-        crates.contains(&"rootsd-proto"),
+        crates.iter().any(|c| c == package),
         "unexpected cargo tree output:\n{tree}"
     );
-    for forbidden in ["tokio", "sled"] {
-        assert!(
-            !crates.contains(&forbidden),
-            "rootsd-proto depends on {forbidden}, directly or through another crate; proto must not (ARCHITECTURE.md, Invariants):\n{tree}"
-        );
-    }
+    crates
+}
+
+/// Which of `forbidden` are among `crates`.
+fn present<'a>(crates: &[String], forbidden: &[&'a str]) -> Vec<&'a str> {
+    forbidden
+        .iter()
+        .copied()
+        .filter(|f| crates.iter().any(|c| c == f))
+        .collect()
+}
+
+#[test]
+fn proto_depends_on_neither_tokio_nor_sled() {
+    let crates = normal_dependencies("rootsd-proto");
+    let found = present(&crates, &["tokio", "sled"]);
+    assert!(
+        found.is_empty(),
+        "rootsd-proto depends on {found:?}, directly or through another crate; proto must not (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+}
+
+/// The crates that do I/O (or wait on it) which the relay must never depend on.
+const IO_CRATES: [&str; 6] = [
+    "tokio",
+    "sled",
+    "interprocess",
+    "rustix",
+    "signal-hook",
+    "signal-hook-tokio",
+];
+
+#[test]
+fn the_relay_depends_on_no_io_library() {
+    let crates = normal_dependencies("rootsd-relay");
+    let found = present(&crates, &IO_CRATES);
+    assert!(
+        found.is_empty(),
+        "rootsd-relay depends on {found:?}, directly or through another crate; the relay is a pure state machine and may depend on pure libraries only (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    // The same check on the crate that does the proxy's I/O finds what it looks for.
+    let rootsctl = present(&normal_dependencies("rootsctl"), &IO_CRATES);
+    assert!(
+        rootsctl.contains(&"tokio") && rootsctl.contains(&"rustix"),
+        "the check misses rootsctl's I/O libraries: {rootsctl:?}"
+    );
 }
 
 #[test]
 fn the_relay_does_no_io() {
-    let relay = workspace().join("cli/src/proxy/relay");
+    // Its dependencies cannot do I/O (above); nor may the standard library's I/O be used, nor
+    // the clock be read.
+    let relay = workspace().join("relay/src");
     let forbidden = [
         "std::io",
         "std::fs",
         "std::net",
         "std::process",
         "std::env",
+        "std::time::SystemTime",
         "tokio",
         "println!",
         "eprintln!",
@@ -156,7 +210,12 @@ fn the_relay_does_no_io() {
         "SystemTime::now",
     ];
     // The relay's own tests pick the instant their clock starts at; the relay never does.
-    let test_modules = ["tests.rs", "transcript.rs", "properties.rs"];
+    let test_modules = [
+        "tests.rs",
+        "tests/mod.rs",
+        "transcript/mod.rs",
+        "properties.rs",
+    ];
     let mut offenders = Vec::new();
     for file in rust_files(&relay) {
         if test_modules.iter().any(|t| file.ends_with(t)) {

@@ -14,67 +14,24 @@
 //!
 //! A server that cannot be started (or a `{root}` with no root to name) leaves the session down:
 //! the host's requests get an error saying why, and the next change tries again.
+//!
+//! This is the one place a server is started again: the loop in `mod.rs` hands [`Launcher`] the
+//! slot the server runs in after every turn and asks it whether to read the host, and
+//! [`super::running`] knows only how one server ends. A restart for another reason belongs here,
+//! as another way into the draining phase.
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rootsd_proto::WorkspaceName;
-use tokio::process::{ChildStdin, ChildStdout};
+use rootsd_relay::Relay;
+use rootsd_relay::template::{Launch, LaunchTemplate, NeedsARoot};
 
-use super::relay::Relay;
-use super::server::Server;
-use super::stdio::{LineReader, Outbound};
-use super::template::{Launch, LaunchTemplate, NeedsARoot};
-use super::{EXIT_GRACE, Escalation};
-use crate::errors::SpawnError;
+use super::running::Running;
 
 /// How long the host's requests in flight may take to finish before a restart goes ahead
 /// without their answers.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(3);
-
-/// One server process and its pipes.
-pub(super) struct Running {
-    pub server: Server,
-    pub to_server: Outbound<ChildStdin>,
-    pub lines: LineReader<ChildStdout>,
-    /// Its stdout is open.
-    pub open: bool,
-    pub exited: Option<ExitStatus>,
-    pub escalation: Option<(Instant, Escalation)>,
-    pub output_deadline: Option<Instant>,
-    /// It is being stopped for a restart: what it writes is dropped, and its end ends nothing.
-    pub retiring: bool,
-}
-
-impl Running {
-    pub fn start(launch: &Launch) -> Result<Self, SpawnError> {
-        let mut server = Server::spawn(launch)?;
-        let stdin = server.child.stdin.take().expect("stdin was piped");
-        let stdout = server.child.stdout.take().expect("stdout was piped");
-        Ok(Self {
-            server,
-            to_server: Outbound::new(stdin),
-            lines: LineReader::new(stdout),
-            open: true,
-            exited: None,
-            escalation: None,
-            output_deadline: None,
-            retiring: false,
-        })
-    }
-
-    /// It exited and its stdout is closed (or no longer waited for).
-    pub fn ended(&self) -> bool {
-        !self.open && self.exited.is_some()
-    }
-
-    /// MCP's stdio shutdown: close its stdin, then escalate if it lingers.
-    pub fn stop(&mut self, now: Instant) {
-        self.to_server.close();
-        self.escalation
-            .get_or_insert((now + EXIT_GRACE, Escalation::Term));
-    }
-}
 
 /// Where a templated session's server stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +60,7 @@ pub(super) struct Launcher {
     /// The expansion of the newest list, with its revision (none when the first list never
     /// came).
     desired: Option<(Option<u64>, Result<Launch, NeedsARoot>)>,
-    /// The [`relay::ServedPaths::generation`](super::relay::ServedPaths) expanded last.
+    /// The [`ServedPaths::generation`](rootsd_relay::ServedPaths) expanded last.
     seen: Option<u64>,
     /// The generation a failed start was made from: the next one tries again.
     failed_at: Option<Option<u64>>,
@@ -168,9 +125,30 @@ impl Launcher {
         }
     }
 
+    /// Runs after every turn of the proxy's loop, before [`Self::step`]: a restarted server that
+    /// ended before answering the replayed `initialize` failed to start, and the session goes on
+    /// without it (down, until the next change).
+    pub fn reap_failed_start(
+        &mut self,
+        relay: &mut Relay,
+        slot: &mut Option<Running>,
+        host_open: bool,
+    ) {
+        if let Some(running) = slot
+            && running.ended()
+            && !self.stopping()
+            && self.templated
+            && relay.replaying()
+            && host_open
+        {
+            self.failed_to_start(relay, running.exited);
+            *slot = None;
+        }
+    }
+
     /// The restarted server ended before it answered the replayed `initialize`: it failed to
     /// start.
-    pub fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>) {
+    fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>) {
         let status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
         self.down(
             relay,

@@ -18,9 +18,9 @@ use rootsd_proto::wire::{
     PublishParams, PublishRoots, RegisterParams, RegisterSession, RootsChanged, RootsSnapshot,
     UnknownWorkspace, UpdateSession,
 };
+use rootsd_relay::{Publication, PublishAck};
 use tokio::sync::watch;
 
-use super::relay::{Publication, PublishAck};
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
 use crate::output::escape_controls;

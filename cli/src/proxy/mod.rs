@@ -1,29 +1,31 @@
 //! `rootsctl proxy -- COMMAND ARGS…`: puts a stdio MCP server behind rootsd.
 //!
 //! The proxy starts the server ([`server`]), reads lines from the host and the server
-//! ([`stdio::LineReader`]), lets [`relay::Relay`] decide what each becomes, and writes the
-//! results through queues ([`stdio::Outbound`]) whose size decides what is read next: a side that
+//! (`stdio::LineReader`), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
+//! results through queues (`stdio::Outbound`) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
 //! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
 //! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
 //!
-//! Shutdown follows MCP's stdio rules: when the host closes stdin (or the server closes its
-//! stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and then
-//! SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
+//! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server
+//! closes its stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and
+//! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
 //!
 //! A server started with the workspace in its command line, environment or working directory
-//! ([`template`]) starts once the daemon's first list is known, and is restarted when a change
-//! alters what it is started with ([`launch`]): the host's lines wait in their pipe, the requests
-//! in flight finish (or get an error), the old server is stopped as above, the new one is started
-//! and given the host's set-up again ([`relay`] keeps it), and relaying resumes.
+//! ([`rootsd_relay::template`]) starts once the daemon's first list is known, and is restarted
+//! when a change alters what it is started with (`launch`): the host's lines wait in their
+//! pipe, the requests in flight finish (or get an error), the old server is stopped as above, the
+//! new one is started and given the host's set-up again ([`rootsd_relay`] keeps it), and relaying
+//! resumes.
+//!
+//! This module is the event loop alone: what it reads each turn, and where each output goes. The
+//! daemon's side is `link`, the pipes `stdio`, the process [`server`].
 
-pub mod label;
 mod launch;
-pub mod link;
-pub mod relay;
+mod link;
+mod running;
 pub mod server;
-pub mod stdio;
-pub mod template;
+mod stdio;
 
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -38,29 +40,16 @@ use tokio::sync::watch;
 use crate::args::ProxyArgs;
 use crate::autostart::Target;
 use crate::errors::{ServerExit, UsageError};
-use launch::{Launcher, Running};
-use relay::{Config, Output, Relay, Side};
+use launch::Launcher;
+use rootsd_relay::template::LaunchTemplate;
+use rootsd_relay::{Config, Output, Relay, Side, label};
+use running::Running;
 use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound};
-use template::LaunchTemplate;
 
-/// After the host closes stdin, how long the server gets to exit on its own before SIGTERM.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
-/// After SIGTERM, how long before SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(3);
-/// After the server exits, how long its stdout may stay open (held by a process it started)
-/// before the proxy stops waiting for the rest of its output.
-const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// How long a session report whose only news is the fetch count may wait.
 const COUNT_REPORT_DELAY: Duration = Duration::from_secs(1);
 /// At the end, how long the host gets to take what is still queued for it.
 const FINAL_WRITE_GRACE: Duration = Duration::from_secs(5);
-
-/// The next step of ending a server that does not end on its own.
-#[derive(Clone, Copy, Debug)]
-enum Escalation {
-    Term,
-    Kill,
-}
 
 /// The next line of the server's stdout, if a server runs; never resolves otherwise.
 async fn server_line(lines: Option<&mut LineReader<ChildStdout>>) -> std::io::Result<Option<Line>> {
@@ -101,7 +90,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let mut launcher = Launcher::new(
         template,
         args.workspace.workspace.clone(),
-        Instant::now() + relay::FIRST_LIST_PATIENCE,
+        Instant::now() + rootsd_relay::FIRST_LIST_PATIENCE,
     );
     // A server that does not take the workspace starts at once, as written; one that does
     // waits for the daemon's first list.
@@ -162,14 +151,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
 
     loop {
         let relay_deadline = relay.next_deadline();
-        let escalate_at = slot
-            .as_ref()
-            .filter(|r| r.exited.is_none())
-            .and_then(|r| r.escalation.map(|(at, _)| at));
-        let output_at = slot
-            .as_ref()
-            .filter(|r| r.open)
-            .and_then(|r| r.output_deadline);
+        let escalate_at = slot.as_ref().and_then(Running::escalation_at);
+        let output_at = slot.as_ref().and_then(Running::output_at);
         let wake_at = [
             relay_deadline,
             escalate_at,
@@ -217,13 +200,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                         eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
                         relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
                     }
-                    Ok(None) | Err(_) => {
-                        // A server that closed its stdout has ended the session, running or not.
-                        running.open = false;
-                        if running.exited.is_none() {
-                            running.stop(Instant::now());
-                        }
-                    }
+                    // A server that closed its stdout has ended the session, running or not.
+                    Ok(None) | Err(_) => running.stdout_closed(Instant::now()),
                 }
             },
             line = host_lines.next_line(), if reads_host => match line {
@@ -270,44 +248,20 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     states.send_replace(relay.state().clone());
                 }
                 if let Some(running) = slot.as_mut() {
-                    escalate(running, escalate_at, now);
-                    if output_at.is_some_and(|at| at <= now) {
-                        eprintln!("rootsctl proxy: the server exited, but a process it started still holds its stdout; not waiting for it");
-                        running.open = false;
-                    }
+                    running.deadlines(escalate_at, output_at, now);
                 }
             }
             status = server_exit(process) => {
-                let running = slot.as_mut().expect("a server runs");
-                running.exited = Some(status?);
-                running.output_deadline = Some(Instant::now() + OUTPUT_GRACE);
+                slot.as_mut().expect("a server runs").reaped(status?, Instant::now());
             }
             Some(signal) = signals.next() => match slot.as_mut() {
-                Some(running) => {
-                    running.server.signal(signal);
-                    if signal != SIGHUP {
-                        // Passed on like the host's stdin closing: if the server ignores it, it
-                        // is killed after the same grace.
-                        running.escalation = Some((Instant::now() + TERM_GRACE, Escalation::Kill));
-                        ending = true;
-                    }
-                }
+                Some(running) => ending |= running.pass_on(signal, Instant::now()),
                 None if signal != SIGHUP => signalled = Some(signal),
                 None => {}
             }
         }
-        // A restarted server that ended before answering the replayed initialize failed to start;
-        // the session goes on without it.
-        if let Some(running) = &slot
-            && running.ended()
-            && !launcher.stopping()
-            && launcher.templated()
-            && relay.replaying()
-            && host_open
-        {
-            launcher.failed_to_start(&mut relay, running.exited);
-            slot = None;
-        }
+        // Where the server stands after this turn: a restart's next phase, a failed start.
+        launcher.reap_failed_start(&mut relay, &mut slot, host_open);
         launcher.step(&mut relay, &mut slot, host_open && !ending, Instant::now());
         for output in relay.take_output() {
             match output {
@@ -352,28 +306,4 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         (None, Some(signal)) => ServerExit((128 + signal).clamp(0, 255) as u8),
         (None, None) => ServerExit(0),
     })
-}
-
-/// SIGTERM, then SIGKILL, for a server that does not end when its stdin closes.
-fn escalate(running: &mut Running, escalate_at: Option<Instant>, now: Instant) {
-    let Some((_, step)) = running
-        .escalation
-        .filter(|_| escalate_at.is_some_and(|at| at <= now))
-    else {
-        return;
-    };
-    match step {
-        Escalation::Term => {
-            eprintln!(
-                "rootsctl proxy: the server did not exit after its stdin closed; sending SIGTERM"
-            );
-            running.server.signal(SIGTERM);
-            running.escalation = Some((now + TERM_GRACE, Escalation::Kill));
-        }
-        Escalation::Kill => {
-            eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
-            let _ = running.server.child.start_kill();
-            running.escalation = None;
-        }
-    }
 }

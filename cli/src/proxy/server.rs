@@ -16,8 +16,8 @@ use std::process::Stdio;
 
 use tokio::process::{Child, Command};
 
-use super::template::Launch;
 use crate::errors::SpawnError;
+use rootsd_relay::template::Launch;
 
 /// The first argument that puts `rootsctl` in its server-starting mode:
 /// `rootsctl __exec-server PARENT-PID PROGRAM ARGS…`. Not a subcommand: it is never shown, and

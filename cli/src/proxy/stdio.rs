@@ -210,25 +210,12 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         self.queued >= QUEUE_HIGH_WATER
     }
 
-    pub fn is_idle(&self) -> bool {
-        self.lines.is_empty()
-    }
-
-    pub fn queued_bytes(&self) -> usize {
-        self.queued
-    }
-
     /// Closes the stream after everything queued is written.
     pub fn close(&mut self) {
         self.closing = true;
         if self.lines.is_empty() {
             self.stream = None;
         }
-    }
-
-    /// Whether the stream is closed (or will never take more).
-    pub fn is_closed(&self) -> bool {
-        self.stream.is_none() || self.broken
     }
 
     /// Writes what the side takes without waiting.
@@ -588,7 +575,7 @@ mod tests {
             let mut reader = LineReader::new(reader);
             reader.next_line().await.unwrap()
         });
-        while !out.is_idle() {
+        while !out.lines.is_empty() {
             out.drain().await;
         }
         assert!(!out.is_full());

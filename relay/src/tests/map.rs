@@ -9,8 +9,8 @@ use rootsd_proto::session::{self, Notice};
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
-use super::tests::t0;
-use super::*;
+use super::t0;
+use crate::*;
 
 /// A relay whose server sees `/home/u/src` as `/src`, and `/home/u/src/big` as `/mnt/big`.
 fn mapped_relay() -> Relay {

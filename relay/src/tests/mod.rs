@@ -4,10 +4,12 @@ use rootsd_proto::session::{Era, ServerInfo, SessionState};
 use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
+mod map;
+
 use super::*;
 
-/// The moment every test starts at; deadlines count from it. (`map_tests` shares it.)
-pub(super) fn t0() -> Instant {
+/// The moment every test starts at; deadlines count from it. ([`map`] shares it.)
+fn t0() -> Instant {
     static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     *T0.get_or_init(Instant::now)
 }
@@ -369,7 +371,7 @@ fn rounds_are_capped() {
     relay.roots_changed_at(snapshot(1, &["a"]));
     host(&mut relay, modern_call(json!(9)));
     let mut id = json!(9);
-    for _ in 0..MAX_MRTR_ROUNDS {
+    for _ in 0..stateless::MAX_MRTR_ROUNDS {
         let out = server(
             &mut relay,
             json!({"jsonrpc":"2.0","id":id,"result":{"resultType":"input_required",

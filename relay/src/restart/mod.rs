@@ -438,3 +438,6 @@ impl Relay {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,48 +1,44 @@
-//! The MCP relay as a pure state machine: lines in from the host, the server and the daemon, and
-//! the clock; lines and the session's state out. No I/O happens here, and time is an input, so
-//! every rule of the protocol can be tested with plain function calls.
+//! The MCP relay of `rootsctl proxy` as a pure state machine: lines in from the host, the server
+//! and the daemon, and the clock; lines and the session's state out. No I/O happens here (the
+//! crate depends on no I/O library, which tests/tests/tidy.rs checks), and time is an input, so
+//! every rule of the protocol can be tested with plain function calls. Beside it, what else of
+//! the proxy is pure: the server's launch [`template`] and the session's default [`label`].
 //!
-//! This module handles what both protocol eras share: splitting a line into messages (a
+//! The crate's root handles what both protocol eras share: splitting a line into messages (a
 //! 2025-03-26 batch holds several), deciding each message's fate, forwarding what is left, the
 //! requests in flight, and the list the server is given: the roots the daemon last sent, joined
-//! by the host's own with `--host-roots merge` ([`host_roots`]), rewritten with `--map`
+//! by the host's own with `--host-roots merge` (`host_roots`), rewritten with `--map`
 //! ([`Mapping`]), built once per change; both eras answer from that one list. The rules of each
 //! era live beside it:
-//! - [`handshake`] (2024-11-05 … 2025-11-25): the host's `initialize` gains
+//! - `handshake` (2024-11-05 … 2025-11-25): the host's `initialize` gains
 //!   `capabilities.roots`; the server's `roots/list` is answered here and never reaches the host;
 //!   the host's own `notifications/roots/list_changed` is dropped; `list_changed` goes to the
 //!   server when [`rootsd_proto::session::notice`] says it is due;
-//! - [`stateless`] (2026-07-28): requests that may need roots gain `roots: {}` in their client
+//! - `stateless` (2026-07-28): requests that may need roots gain `roots: {}` in their client
 //!   capabilities, and `roots/list` entries of `input_required` results are answered here,
 //!   retrying with a new id;
-//! - [`host_roots`] (both eras, `--host-roots merge|publish`): the host's own roots, asked for
+//! - `host_roots` (both eras, `--host-roots merge|publish`): the host's own roots, asked for
 //!   and taken from its answers.
 //!
 //! Every other message, and every part of a message the proxy does not change, is forwarded byte
-//! for byte: changes are spliced into the original line ([`json::Editor`]).
+//! for byte: changes are spliced into the original line (`json::Editor`).
 
 mod handshake;
 mod host_roots;
-#[cfg(test)]
-mod host_tests;
 mod json;
-#[cfg(test)]
-mod map_tests;
+pub mod label;
 mod message;
 #[cfg(test)]
 mod properties;
 mod restart;
-#[cfg(test)]
-mod restart_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod scenario;
 mod stateless;
+pub mod template;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod transcript;
-#[cfg(test)]
-mod transcript_2026;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -60,8 +56,7 @@ use restart::Restart;
 use stateless::Stateless;
 
 pub use host_roots::{Publication, PublishAck};
-pub use restart::{REPLAY_PATIENCE, ServedPaths};
-pub use stateless::MAX_MRTR_ROUNDS;
+pub use restart::ServedPaths;
 
 /// How long a request for roots may wait for the daemon's first list before it is answered with
 /// an error.
@@ -70,12 +65,12 @@ pub const FIRST_LIST_PATIENCE: Duration = Duration::from_secs(5);
 /// How long a server has to fetch roots after `list_changed` before the proxy concludes that it
 /// does not react to notifications and fetches on use instead. The reference filesystem server
 /// reacts within milliseconds.
-pub const NOTIFY_WINDOW: Duration = Duration::from_secs(1);
+const NOTIFY_WINDOW: Duration = Duration::from_secs(1);
 
 /// How long the host has to answer the proxy's `roots/list` (`--host-roots merge|publish`), and
 /// how long answers of roots wait for the host's first list or for a publication to come back
 /// from the daemon. Hosts answer in milliseconds; one that does not holds nothing up for longer.
-pub const HOST_ROOTS_PATIENCE: Duration = Duration::from_secs(2);
+const HOST_ROOTS_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How many requests of the host the relay follows at once (for id uniqueness and the era);
 /// past that, new ones are forwarded without being followed.

@@ -2,8 +2,8 @@
 //! under the proxy's own ids, the answers are swallowed, the host hears `list_changed` only for
 //! what the new server declares, and while no server runs the host's requests get errors.
 
-use super::Config;
-use super::transcript::check;
+use crate::Config;
+use crate::transcript::check;
 
 fn templated() -> Config {
     Config {

@@ -1,4 +1,4 @@
-//! The relay with `--host-roots merge|publish`, as transcripts (see [`super::transcript`]): the
+//! The relay with `--host-roots merge|publish`, as transcripts (see [`crate::transcript`]): the
 //! host is asked for its own roots in both eras, a host that does not answer holds nothing up
 //! for long, and the server sees the union (merge) or the workspace the host's roots joined
 //! (publish).
@@ -9,8 +9,8 @@ use std::path::Path;
 use rootsd_proto::host_roots::HostRootsMode;
 use rootsd_proto::mapping::{Mapping, PathMap};
 
-use super::Config;
-use super::transcript::check;
+use crate::Config;
+use crate::transcript::check;
 
 fn mode(host_roots: HostRootsMode) -> Config {
     Config {

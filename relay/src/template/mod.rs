@@ -2,7 +2,7 @@
 //! that take their directories as arguments instead of asking for roots.
 //!
 //! `rootsctl proxy --env NAME=TEMPLATE --cwd TEMPLATE -- COMMAND ARGS...` names the places the
-//! workspace goes with placeholders, and [`Launch::expand`] fills them from the roots the
+//! workspace goes with placeholders, and [`LaunchTemplate::expand`] fills them from the roots the
 //! server is shown (decoded to paths, after `--map`):
 //!
 //! - an argument that is exactly `{roots}` becomes one argument per root (none when the
@@ -274,7 +274,7 @@ impl LaunchTemplate {
     }
 
     /// Whether the launch cannot be made without at least one root.
-    pub fn needs_a_root(&self) -> bool {
+    fn needs_a_root(&self) -> bool {
         let root = |v: &Value| v.template().is_some_and(|t| t.has(&Piece::Root));
         self.args.iter().any(Arg::needs_a_root)
             || self.env.iter().any(|(_, v)| root(v))

@@ -17,6 +17,10 @@
 //! revision N` and `ack #G failed` say what became of publication G of the host's roots (shown
 //! as `publish #G: a b`). `check` replays the events, renders what happened in the same form,
 //! and compares the whole text, so a failure shows the transcript the relay actually produced.
+//! The 2026-07-28 era's transcripts are in [`stateless`]; those of `--host-roots` and of
+//! restarts beside the rules they test ([`crate::host_roots`], [`crate::restart`]).
+
+mod stateless;
 
 use std::time::{Duration, Instant};
 

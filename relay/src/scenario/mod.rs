@@ -227,7 +227,7 @@ fn snapshot(revision: u8, count: u8) -> RootsSnapshot {
 
 impl Line {
     /// The line as it reaches the relay: without a newline.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         match self {
             Self::Message(message, spacing) => spaced(&message.to_value().to_string(), *spacing),
             Self::Batch(messages, spacing) => {
@@ -240,11 +240,6 @@ impl Line {
             }
             Self::Raw(bytes) => bytes.iter().copied().filter(|b| *b != b'\n').collect(),
         }
-    }
-
-    /// Whether this line is valid JSON by construction (generated, not cut, not raw).
-    pub fn is_generated_json(&self) -> bool {
-        matches!(self, Self::Message(..) | Self::Batch(..))
     }
 }
 
@@ -277,7 +272,7 @@ fn spaced(json: &str, spacing: Spacing) -> Vec<u8> {
 }
 
 impl Id {
-    pub fn to_value(self) -> Option<Value> {
+    pub(crate) fn to_value(self) -> Option<Value> {
         match self {
             Self::Absent => None,
             Self::Null => Some(Value::Null),
@@ -297,7 +292,7 @@ impl Id {
 }
 
 impl Method {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Self::Initialize => "initialize",
             Self::Initialized => "notifications/initialized",
@@ -317,7 +312,7 @@ impl Method {
     }
 
     /// Whether the relay has a rule for this method, from either side.
-    pub fn is_owned(&self) -> bool {
+    pub(crate) fn is_owned(&self) -> bool {
         matches!(
             self,
             Self::Initialize
@@ -355,7 +350,7 @@ impl Version {
 }
 
 impl Message {
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut message = Map::new();
         if self.jsonrpc {
             message.insert("jsonrpc".into(), json!("2.0"));
@@ -387,7 +382,7 @@ impl Message {
     /// Whether the relay has no rule for this message and must pass it on as it came: a request
     /// or notification of a method it does not own, without 2026-07-28 `_meta`, under an id none
     /// of the proxy's own requests can hold.
-    pub fn is_unowned(&self) -> bool {
+    pub(crate) fn is_unowned(&self) -> bool {
         let Some(method) = &self.method else {
             return false;
         };

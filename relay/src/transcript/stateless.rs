@@ -1,8 +1,8 @@
-//! The 2026-07-28 rules as transcripts (see [`super::transcript`] for the form): roots rounds
+//! The 2026-07-28 rules as transcripts (see [`super`] for the form): roots rounds
 //! answered and retried by the proxy, rounds that go to the host, the era a session negotiated,
 //! cancellations and ids.
 
-use super::transcript::{check, handshake};
+use super::{check, handshake};
 
 #[test]
 fn a_2026_request_for_roots_only_is_answered_and_retried_by_the_proxy() {

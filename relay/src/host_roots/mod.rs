@@ -393,3 +393,6 @@ pub(super) fn daemon_list(shared: &mut Shared, revision: u64) {
         shared.host.pending = None;
     }
 }
+
+#[cfg(test)]
+mod tests;
