@@ -11,9 +11,9 @@ use std::io::Read as _;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::history::bounded_text;
 use crate::info::Peer;
-use crate::model::{Origin, PeerV1};
+use crate::store::bounded_text;
+use crate::store::{Origin, PeerV1};
 use crate::users;
 
 /// A greeted connection's identity, as the history records it.

@@ -81,7 +81,7 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
 fn with_registry(test: impl AsyncFnOnce(&Registry, &std::path::Path)) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let registry = Arc::new(
-        Registry::new(crate::reconcile::open(&dir.path().join("state")).expect("open the store"))
+        Registry::new(crate::store::open(&dir.path().join("state")).expect("open the store"))
             .expect("load the store"),
     );
     let root = dir.path().join("project");

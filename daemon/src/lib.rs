@@ -3,15 +3,11 @@
 //! `main.rs` only wires things together; everything it wires is here so tests can start a
 //! daemon in-process on a temporary socket with [`server::run`].
 //!
-//! - [`store`]: sled, behind a small API; the only module that knows sled exists.
-//! - [`journal`]: every acknowledged change, checksummed and synced before it is acknowledged.
-//! - [`reconcile`]: at start, the database and the journal compared; damage refused.
-//! - [`recovery`]: `--recover`: what to keep, built aside and switched in by renames.
-//! - [`committer`]: group commit: one sync for every change waiting, then publish.
-//! - [`model`]: the stored types.
+//! - [`store`]: the durability stack behind one face: the stored types and the history, the
+//!   journal, sled (named in one file of it), group commit, and opening, checking and recovering
+//!   a state directory.
 //! - [`provenance`]: who holds each root (by hand, sessions that publish their host's roots),
 //!   and the changes sessions make.
-//! - [`history`]: what each change did, computed alike for every change; the `log` query.
 //! - [`author`]: who a connection is (kernel credentials, process and user names), for the
 //!   history.
 //! - [`users`]: user names from `/etc/passwd`.
@@ -33,22 +29,16 @@
 pub mod args;
 pub mod author;
 pub mod clock;
-pub mod committer;
 pub mod connection;
 pub mod envelope;
 pub mod error;
 pub mod framing;
 pub mod groups;
-pub mod history;
 pub mod info;
 pub mod instance;
-pub mod journal;
 pub mod limits;
-pub mod model;
 pub mod provenance;
-pub mod reconcile;
 pub mod reconnect;
-pub mod recovery;
 pub mod registry;
 pub mod server;
 pub mod session_bounds;

@@ -62,7 +62,7 @@ impl Registry {
                 .map(|s| RecordedSession {
                     instance: s.instance.clone(),
                     workspace: s.workspace.clone(),
-                    label: crate::history::bounded_text(&s.label),
+                    label: crate::store::bounded_text(&s.label),
                     pid: s.pid,
                     kernel_pid: s.peer.pid,
                 })
