@@ -80,9 +80,11 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
 
 fn with_registry(test: impl AsyncFnOnce(&Registry, &std::path::Path)) {
     let dir = tempfile::tempdir().expect("a temp dir");
+    // A state directory exists before its store is opened, as main.rs makes sure.
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("the state directory");
     let registry = Arc::new(
-        Registry::new(crate::store::open(&dir.path().join("state")).expect("open the store"))
-            .expect("load the store"),
+        Registry::new(crate::store::open(&state).expect("open the store")).expect("load the store"),
     );
     let root = dir.path().join("project");
     std::fs::create_dir(&root).unwrap();
