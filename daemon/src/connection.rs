@@ -485,7 +485,9 @@ impl<'a> ConnectionState<'a> {
         if self.peer.role.may_change_roots() {
             return Ok(());
         }
-        let members = crate::server::socket_group(self.info)
+        let members = self
+            .info
+            .socket_group()
             .map(|gid| format!(" of group {}", crate::groups::by_gid(gid)))
             .unwrap_or_default();
         let admins = match &self.info.admin_group {

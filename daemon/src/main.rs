@@ -133,7 +133,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));
     let supervisor = tokio::spawn(systemd::supervise(registry.clone(), shutdown.clone()));
-    let recorder = tokio::spawn(reconnect::keep(
+    let recorder = tokio::spawn(rootsd::registry::keep_record(
         registry.clone(),
         state_dir.clone(),
         shutdown.clone(),

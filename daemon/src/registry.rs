@@ -31,6 +31,7 @@ use crate::store::{
 };
 use crate::workspace_bounds;
 use plan::{plan_add, plan_remove};
+pub use reconnecting::keep_record;
 
 /// Shared state of one running daemon.
 pub struct Registry {
@@ -43,7 +44,7 @@ pub struct Registry {
     /// Woken whenever a session registers, reports a new state or goes away, for `wait`.
     progress: Notify,
     /// Bumped whenever a session registers or goes away, for the record of live sessions
-    /// ([`crate::reconnect::keep`]).
+    /// ([`keep_record`]).
     session_table: watch::Sender<u64>,
     /// The previous run's sessions expected back after a start ([`crate::reconnect`]).
     expected: Mutex<Expected>,

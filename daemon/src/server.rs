@@ -1,6 +1,5 @@
 //! The accept loop: [`run`] serves a listener until the shutdown token fires, then drains.
 
-use std::os::unix::fs::MetadataExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -207,7 +206,7 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
         info.access,
         our_uid,
         &peer,
-        || socket_group(info),
+        || info.socket_group(),
         info.admin_group.as_ref().map(|g| g.gid),
         || {
             peer.pid
@@ -238,21 +237,6 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
     Err(refusal(info, our_uid, &peer))
 }
 
-/// The socket file's group, whose members a shared daemon admits; `None` if it cannot be read.
-pub(crate) fn socket_group(info: &DaemonInfo) -> Option<u32> {
-    match std::fs::metadata(&info.socket) {
-        Ok(meta) => Some(meta.gid()),
-        Err(err) => {
-            tracing::warn!(
-                socket = %info.socket.display(),
-                error = %err,
-                "cannot read the socket file's group; admitting only rootsd's own user and root"
-            );
-            None
-        }
-    }
-}
-
 /// What a refused peer is told: who it is, whom this daemon admits, and what to do.
 fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
     let who = match (peer.uid, peer.pid) {
@@ -265,7 +249,7 @@ fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
     match info.access {
         Access::Owner => format!("{daemon} serves only its own user, and you are {who}: {OWN}"),
         Access::OwnerOrSocketGroup => {
-            let socket_group = socket_group(info).map(groups::by_gid);
+            let socket_group = info.socket_group().map(groups::by_gid);
             let (groups, join) = match (&socket_group, &info.admin_group) {
                 (Some(members), Some(admins)) => (
                     format!(
