@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::info::Peer;
+use crate::store::PeerV1;
 use crate::store::bounded_text;
-use crate::store::{Origin, PeerV1};
 use crate::users;
 
 /// A greeted connection's identity, as the history records it.
@@ -37,11 +37,6 @@ impl Author {
             client: (!client.is_empty()).then(|| bounded_text(client)),
             user: OnceLock::new(),
         }
-    }
-
-    /// The origin of a change this connection makes.
-    pub fn origin(&self) -> Origin {
-        Origin::Peer(self.peer())
     }
 
     /// This connection as a peer of the history, for changes made by it or on behalf of its

@@ -1,7 +1,9 @@
 //! rootsd: the daemon that keeps a machine's MCP workspace roots.
 //!
 //! `main.rs` only wires things together; everything it wires is here so tests can start a
-//! daemon in-process on a temporary socket with [`server::run`].
+//! daemon in-process on a temporary socket with [`server::run`]. Only what another crate uses
+//! (`main.rs`, `dist/`'s man pages, the daemon's tests and the fuzz targets) is `pub`; the rest
+//! is private, so the dead-code lint sees it.
 //!
 //! - [`store`]: the durability stack behind one face: the stored types and the history, the
 //!   journal, sled (named in one file of it), group commit, and opening, checking and recovering
@@ -27,24 +29,24 @@
 //! - [`clock`]: the wall clock as the daemon records it.
 
 pub mod args;
-pub mod author;
-pub mod clock;
-pub mod connection;
+mod author;
+mod clock;
+mod connection;
 pub mod envelope;
 pub mod error;
-pub mod framing;
+mod framing;
 pub mod groups;
 pub mod info;
 pub mod instance;
-pub mod limits;
-pub mod provenance;
+mod limits;
+mod provenance;
 pub mod reconnect;
 pub mod registry;
 pub mod server;
-pub mod session_bounds;
-pub mod shares;
+mod session_bounds;
+mod shares;
 pub mod socket;
 pub mod store;
 pub mod systemd;
-pub mod users;
-pub mod workspace_bounds;
+mod users;
+mod workspace_bounds;
