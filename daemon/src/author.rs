@@ -11,7 +11,7 @@ use std::io::Read as _;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::info::Peer;
+use crate::info::AdmittedPeer;
 use crate::store::PeerV1;
 use crate::store::bounded_text;
 use crate::users;
@@ -28,7 +28,7 @@ pub struct Author {
 
 impl Author {
     /// Records who `peer` is as it says hello, claiming to be `client`.
-    pub fn at_hello(peer: &Peer, client: &str) -> Self {
+    pub fn at_hello(peer: &AdmittedPeer, client: &str) -> Self {
         let client = client.trim();
         Self {
             uid: peer.uid,
@@ -106,7 +106,7 @@ mod tests {
     fn an_author_records_the_kernels_ids_and_what_the_client_claimed() {
         let me = rustix::process::geteuid().as_raw();
         let pid = i32::try_from(std::process::id()).unwrap();
-        let peer = Peer {
+        let peer = AdmittedPeer {
             uid: me,
             pid: Some(pid),
             role: Role::Owner,

@@ -26,7 +26,7 @@ use crate::author::Author;
 use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
-use crate::info::{DaemonInfo, Peer};
+use crate::info::{AdmittedPeer, DaemonInfo};
 use crate::limits::{HELLO_TIMEOUT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
 use crate::registry::{Published, Registry, Session};
 use crate::store::Health;
@@ -36,7 +36,7 @@ use crate::store::Health;
 /// connection's long lines share.
 pub async fn serve(
     stream: Stream,
-    peer: Peer,
+    peer: AdmittedPeer,
     registry: Arc<Registry>,
     info: Arc<DaemonInfo>,
     input: Arc<Budget>,
@@ -222,7 +222,7 @@ struct Feed {
 }
 
 struct ConnectionState<'a> {
-    peer: Peer,
+    peer: AdmittedPeer,
     registry: &'a Registry,
     info: &'a DaemonInfo,
     shutdown: &'a CancellationToken,

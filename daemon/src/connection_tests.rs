@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ConnectionState;
-use crate::info::{Access, DaemonInfo, Peer, Role};
+use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
 use crate::registry::Registry;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -48,7 +48,7 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
     let info = info();
     let shutdown = CancellationToken::new();
     let mut connection = ConnectionState {
-        peer: Peer {
+        peer: AdmittedPeer {
             uid: 4242,
             pid: Some(1),
             role,

@@ -72,7 +72,7 @@ impl Role {
 
 /// The peer at the other end of a connection, as the kernel recorded it when it connected.
 #[derive(Clone, Copy, Debug)]
-pub struct Peer {
+pub struct AdmittedPeer {
     pub uid: u32,
     pub pid: Option<i32>,
     pub role: Role,

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::StoreError;
 use crate::framing::Budget;
 use crate::groups;
-use crate::info::{Access, DaemonInfo, Peer, Role};
+use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
 use crate::limits::{
     IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT, REFUSALS_AT_ONCE,
 };
@@ -183,11 +183,15 @@ pub async fn run_replaceable(
 
 /// Checks the peer's credentials against the daemon's [`Access`] policy and gives it its
 /// [`Role`]; a refusal is logged and returned as the message the peer is sent.
-fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, (i64, String)> {
+fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<AdmittedPeer, (i64, String)> {
     admit_by_credentials(stream, our_uid, info).map_err(|refusal| (code::NOT_ADMITTED, refusal))
 }
 
-fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, String> {
+fn admit_by_credentials(
+    stream: &Stream,
+    our_uid: u32,
+    info: &DaemonInfo,
+) -> Result<AdmittedPeer, String> {
     let creds = match stream.peer_creds() {
         Ok(creds) => creds,
         Err(err) => {
@@ -215,7 +219,7 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
         },
     );
     if let (Some(role), Some(uid)) = (role, peer.uid) {
-        return Ok(Peer {
+        return Ok(AdmittedPeer {
             uid,
             pid: peer.pid,
             role,

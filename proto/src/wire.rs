@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::history::{LogEntry, LogParams, LogResult, Omitted, Peer, Renamed, Who};
+pub use crate::history::{LogEntry, LogParams, LogResult, LoggedPeer, Omitted, Renamed, Who};
 pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;

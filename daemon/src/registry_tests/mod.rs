@@ -265,7 +265,7 @@ fn assert_logged(line: &str, result: &ChangeResult, before: &[LogEntry], after: 
     assert_eq!(sorted(&renamed), sorted(&result.renamed), "`{line}`");
     assert_eq!(
         entry.who,
-        rootsd_proto::wire::Who::Peer(rootsd_proto::wire::Peer {
+        rootsd_proto::wire::Who::Peer(rootsd_proto::wire::LoggedPeer {
             uid: 1000,
             user: Some("ana".to_owned()),
             pid: Some(4242),

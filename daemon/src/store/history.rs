@@ -206,8 +206,8 @@ fn to_wire(entry: HistoryEntryV1) -> LogEntry {
     }
 }
 
-fn peer_to_wire(peer: PeerV1) -> wire::Peer {
-    wire::Peer {
+fn peer_to_wire(peer: PeerV1) -> wire::LoggedPeer {
+    wire::LoggedPeer {
         uid: peer.uid,
         user: peer.user,
         pid: peer.pid,
