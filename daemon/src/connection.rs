@@ -27,7 +27,7 @@ use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
 use crate::info::{AdmittedPeer, DaemonInfo};
-use crate::limits::{HELLO_TIMEOUT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
+use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
 use crate::registry::{Published, Registry, Session};
 use crate::store::Health;
 
@@ -430,7 +430,7 @@ impl<'a> ConnectionState<'a> {
     /// just started, every session of its previous run is back ([`crate::reconnect`]).
     async fn wait(&self, params: wire::WaitParams) -> WaitResult {
         let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms.min(86_400_000));
+            tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms).min(MAX_WAIT);
         // Only a wait that began while the previous run's sessions were expected hears of them.
         let began_expecting = self.registry.returning(&params.workspace).open;
         loop {

@@ -15,7 +15,8 @@ use crate::framing::Budget;
 use crate::groups;
 use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
 use crate::limits::{
-    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT, REFUSALS_AT_ONCE,
+    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_DRAIN_BYTES, REFUSAL_TIMEOUT,
+    REFUSALS_AT_ONCE,
 };
 use crate::registry::Registry;
 use crate::shares::Shares;
@@ -285,7 +286,7 @@ async fn refuse(stream: Stream, code: i64, message: String) {
         }
         let mut sink = [0u8; 4096];
         let mut read = 0;
-        while read < 64 * 1024 {
+        while read < REFUSAL_DRAIN_BYTES {
             match stream.read(&mut sink).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => read += n,
