@@ -115,7 +115,7 @@ pub fn who(who: &Who) -> String {
     }
 }
 
-fn peer_of(peer: &wire::Peer) -> String {
+fn peer_of(peer: &wire::LoggedPeer) -> String {
     let user = match &peer.user {
         Some(name) => format!("{} (uid {})", escape(name), peer.uid),
         None => format!("uid {}", peer.uid),
@@ -181,10 +181,10 @@ pub fn change(entry: &LogEntry) -> String {
 mod tests {
     use super::*;
     use rootsd_proto::Root;
-    use rootsd_proto::wire::{Omitted, Peer, Renamed};
+    use rootsd_proto::wire::{LoggedPeer, Omitted, Renamed};
 
-    fn ana() -> Peer {
-        Peer {
+    fn ana() -> LoggedPeer {
+        LoggedPeer {
             uid: 1000,
             user: Some("ana".into()),
             pid: Some(5151),
@@ -196,12 +196,12 @@ mod tests {
     #[test]
     fn who_names_the_user_and_the_process_as_the_kernel_saw_them() {
         assert_eq!(who(&Who::Peer(ana())), "ana (uid 1000), rootsctl[5151]");
-        let stranger = Peer {
+        let stranger = LoggedPeer {
             uid: 1002,
-            ..Peer::default()
+            ..LoggedPeer::default()
         };
         assert_eq!(who(&Who::Peer(stranger.clone())), "uid 1002");
-        let gone = Peer {
+        let gone = LoggedPeer {
             pid: Some(7),
             ..stranger
         };
@@ -220,7 +220,7 @@ mod tests {
         };
         assert_eq!(who(&daemon), "rootsd: session 12 ended");
         assert_eq!(who(&Who::Unknown), "-");
-        let forged = Peer {
+        let forged = LoggedPeer {
             user: Some("ana\x1b[2J".into()),
             process: Some("x\u{202e}".into()),
             ..ana()

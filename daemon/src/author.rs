@@ -11,9 +11,9 @@ use std::io::Read as _;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::history::bounded_text;
-use crate::info::Peer;
-use crate::model::{Origin, PeerV1};
+use crate::info::AdmittedPeer;
+use crate::store::PeerV1;
+use crate::store::bounded_text;
 use crate::users;
 
 /// A greeted connection's identity, as the history records it.
@@ -28,7 +28,7 @@ pub struct Author {
 
 impl Author {
     /// Records who `peer` is as it says hello, claiming to be `client`.
-    pub fn at_hello(peer: &Peer, client: &str) -> Self {
+    pub fn at_hello(peer: &AdmittedPeer, client: &str) -> Self {
         let client = client.trim();
         Self {
             uid: peer.uid,
@@ -37,11 +37,6 @@ impl Author {
             client: (!client.is_empty()).then(|| bounded_text(client)),
             user: OnceLock::new(),
         }
-    }
-
-    /// The origin of a change this connection makes.
-    pub fn origin(&self) -> Origin {
-        Origin::Peer(self.peer())
     }
 
     /// This connection as a peer of the history, for changes made by it or on behalf of its
@@ -111,7 +106,7 @@ mod tests {
     fn an_author_records_the_kernels_ids_and_what_the_client_claimed() {
         let me = rustix::process::geteuid().as_raw();
         let pid = i32::try_from(std::process::id()).unwrap();
-        let peer = Peer {
+        let peer = AdmittedPeer {
             uid: me,
             pid: Some(pid),
             role: Role::Owner,

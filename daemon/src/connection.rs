@@ -23,20 +23,20 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::author::Author;
-use crate::committer::Health;
 use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
-use crate::info::{DaemonInfo, Peer};
-use crate::limits::{HELLO_TIMEOUT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
+use crate::info::{AdmittedPeer, DaemonInfo};
+use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
 use crate::registry::{Published, Registry, Session};
+use crate::store::Health;
 
 /// Serves one connection until the client leaves, breaks framing, stops reading, or the daemon
 /// shuts down. `peer` is who connected and what it may do; `input` is the budget every
 /// connection's long lines share.
 pub async fn serve(
     stream: Stream,
-    peer: Peer,
+    peer: AdmittedPeer,
     registry: Arc<Registry>,
     info: Arc<DaemonInfo>,
     input: Arc<Budget>,
@@ -222,7 +222,7 @@ struct Feed {
 }
 
 struct ConnectionState<'a> {
-    peer: Peer,
+    peer: AdmittedPeer,
     registry: &'a Registry,
     info: &'a DaemonInfo,
     shutdown: &'a CancellationToken,
@@ -362,7 +362,7 @@ impl<'a> ConnectionState<'a> {
             // service, who changed the roots everyone works in is the members' business too.
             Log::NAME => {
                 let params = parse::<Log>(params)?;
-                crate::history::check(&params)?;
+                check_log(&params)?;
                 reply::<Log>(self.registry.log(&params))
             }
             // In the table but without an arm: `connection_tests` fails on it.
@@ -430,7 +430,7 @@ impl<'a> ConnectionState<'a> {
     /// just started, every session of its previous run is back ([`crate::reconnect`]).
     async fn wait(&self, params: wire::WaitParams) -> WaitResult {
         let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms.min(86_400_000));
+            tokio::time::Instant::now() + Duration::from_millis(params.timeout_ms).min(MAX_WAIT);
         // Only a wait that began while the previous run's sessions were expected hears of them.
         let began_expecting = self.registry.returning(&params.workspace).open;
         loop {
@@ -485,7 +485,9 @@ impl<'a> ConnectionState<'a> {
         if self.peer.role.may_change_roots() {
             return Ok(());
         }
-        let members = crate::server::socket_group(self.info)
+        let members = self
+            .info
+            .socket_group()
             .map(|gid| format!(" of group {}", crate::groups::by_gid(gid)))
             .unwrap_or_default();
         let admins = match &self.info.admin_group {
@@ -507,15 +509,15 @@ impl<'a> ConnectionState<'a> {
 
     /// Who makes a change on this connection, for the history. Only a greeted connection
     /// (which has an author) gets to make one; the kernel's uid alone stands in otherwise.
-    fn origin(&self) -> crate::model::Origin {
-        crate::model::Origin::Peer(self.peer_of_changes())
+    fn origin(&self) -> crate::store::Origin {
+        crate::store::Origin::Peer(self.peer_of_changes())
     }
 
     /// This connection as the history names it, for changes it makes or that are made on behalf
     /// of its session.
-    fn peer_of_changes(&self) -> crate::model::PeerV1 {
+    fn peer_of_changes(&self) -> crate::store::PeerV1 {
         self.author.as_ref().map_or_else(
-            || crate::model::PeerV1 {
+            || crate::store::PeerV1 {
                 uid: self.peer.uid,
                 ..Default::default()
             },
@@ -555,6 +557,19 @@ fn parse<M: Method>(
 
 fn reply<M: Method>(result: M::Result) -> Result<String, RequestError> {
     Ok(serde_json::to_string(&result).expect("wire results always serialise"))
+}
+
+/// Refuses `log` params no page can answer: `limit: 0` asks for nothing, and with no entry the
+/// answer could not say where a next page would start (`more` pages from the last entry's
+/// revision), so a client paging until `more` is false would ask forever.
+fn check_log(params: &rootsd_proto::wire::LogParams) -> Result<(), crate::error::RequestError> {
+    if params.limit == Some(0) {
+        return Err(crate::error::RequestError::new(
+            rootsd_proto::wire::code::INVALID_PARAMS,
+            "log's limit is 0, which asks for no entries: give a limit of at least 1, or leave it out for as many as fit in one answer",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ConnectionState;
-use crate::info::{Access, DaemonInfo, Peer, Role};
+use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
 use crate::registry::Registry;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -48,7 +48,7 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
     let info = info();
     let shutdown = CancellationToken::new();
     let mut connection = ConnectionState {
-        peer: Peer {
+        peer: AdmittedPeer {
             uid: 4242,
             pid: Some(1),
             role,
@@ -80,12 +80,11 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
 
 fn with_registry(test: impl AsyncFnOnce(&Registry, &std::path::Path)) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    // As the daemon does: the instance lock makes the state directory before the store opens.
+    // A state directory exists before its store is opened, as main.rs makes sure.
     let state = dir.path().join("state");
-    std::fs::create_dir(&state).expect("make the state directory");
+    std::fs::create_dir(&state).expect("the state directory");
     let registry = Arc::new(
-        Registry::new(crate::reconcile::open(&state).expect("open the store"))
-            .expect("load the store"),
+        Registry::new(crate::store::open(&state).expect("open the store")).expect("load the store"),
     );
     let root = dir.path().join("project");
     std::fs::create_dir(&root).unwrap();

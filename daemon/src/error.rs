@@ -3,8 +3,9 @@
 //!
 //! Messages read after "failed to …", or are full sentences that end with the fix. The modules
 //! that raise these errors re-export them, so callers may name them from either place. This
-//! module only defines errors: it does no I/O, and it does not name sled (the store's own error
-//! stays opaque behind [`DbError`]).
+//! module only defines errors: it does no I/O, and it does not name sled (the store's errors,
+//! [`StoreError`], are defined in the store beside sled's opaque error they wrap, and re-exported
+//! here).
 
 use std::io;
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 use rootsd_proto::RootError;
 use rootsd_proto::wire::{ErrorObject, code};
 
-pub use crate::store::DbError;
+pub use crate::store::StoreError;
 
 /// A request that failed; becomes a JSON-RPC error response and never closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,43 +50,6 @@ impl From<StoreError> for RequestError {
             format!("{err}; nothing was changed, check the daemon's log and disk"),
         )
     }
-}
-
-/// Failures of the store ([`crate::store`]). Messages read after "failed to …".
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("failed to open the database at {path}: {error}")]
-    Open { path: String, error: DbError },
-    #[error("failed to read or write the database: {0}")]
-    Db(#[from] DbError),
-    #[error(
-        "the database has schema version {found}, but this rootsd understands only {}: run a newer rootsd",
-        crate::store::SCHEMA_VERSION
-    )]
-    UnknownSchema { found: u32 },
-    #[error("the database holds a corrupt record under {key:?}: {reason}")]
-    Corrupt { key: String, reason: String },
-    #[error("failed to {action} {path}: {error}")]
-    Sync {
-        action: &'static str,
-        path: String,
-        error: std::io::Error,
-    },
-    #[error("failed to {action} the journal {path}: {error}")]
-    Journal {
-        action: &'static str,
-        path: String,
-        error: std::io::Error,
-    },
-    /// sled panicked inside a call (see [`crate::store`]): the handle is treated as failed.
-    #[error("the database failed: sled panicked while {during} ({message})")]
-    Panicked {
-        during: &'static str,
-        message: String,
-    },
-    /// The database and the journal disagree, or one of them is damaged: nothing is served.
-    #[error("{0}")]
-    Damaged(String),
 }
 
 /// Why no listener could be had ([`crate::socket`]).

@@ -2,6 +2,7 @@
 //! Shared by the accept loop, which applies the admission policy and gives each peer its role,
 //! and each connection, which enforces the role and reports the rest in `status`.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 
 use crate::groups::Group;
@@ -16,6 +17,23 @@ pub struct DaemonInfo {
     /// With [`Access::OwnerOrSocketGroup`]: the group whose members may change roots too
     /// (`rootsd --admin-group`).
     pub admin_group: Option<Group>,
+}
+
+impl DaemonInfo {
+    /// The socket file's group, whose members a shared daemon admits; `None` if it cannot be read.
+    pub(crate) fn socket_group(&self) -> Option<u32> {
+        match std::fs::metadata(&self.socket) {
+            Ok(meta) => Some(meta.gid()),
+            Err(err) => {
+                tracing::warn!(
+                    socket = %self.socket.display(),
+                    error = %err,
+                    "cannot read the socket file's group; admitting only rootsd's own user and root"
+                );
+                None
+            }
+        }
+    }
 }
 
 /// Who may talk to the daemon, decided from the peer's credentials at accept time.
@@ -54,7 +72,7 @@ impl Role {
 
 /// The peer at the other end of a connection, as the kernel recorded it when it connected.
 #[derive(Clone, Copy, Debug)]
-pub struct Peer {
+pub struct AdmittedPeer {
     pub uid: u32,
     pub pid: Option<i32>,
     pub role: Role,

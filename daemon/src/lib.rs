@@ -1,60 +1,57 @@
 //! rootsd: the daemon that keeps a machine's MCP workspace roots.
 //!
 //! `main.rs` only wires things together; everything it wires is here so tests can start a
-//! daemon in-process on a temporary socket with [`server::run`].
+//! daemon in-process on a temporary socket with [`server::run`]. Only what another crate uses
+//! (`main.rs`, `dist/`'s man pages, the daemon's tests and the fuzz targets) is `pub`; the rest
+//! is private, so the dead-code lint sees it.
 //!
-//! - [`store`]: sled, behind a small API; the only module that knows sled exists.
-//! - [`journal`]: every acknowledged change, checksummed and synced before it is acknowledged.
-//! - [`reconcile`]: at start, the database and the journal compared; damage refused.
-//! - [`recovery`]: `--recover`: what to keep, built aside and switched in by renames.
-//! - [`committer`]: group commit: one sync for every change waiting, then publish.
-//! - [`model`]: the stored types.
-//! - [`provenance`]: who holds each root (by hand, sessions that publish their host's roots),
+//! - [`store`]: the durability stack behind one face: the stored types and the history, the
+//!   journal, sled (named in one file of it), group commit, and opening, checking and recovering
+//!   a state directory.
+//! - `provenance`: who holds each root (by hand, sessions that publish their host's roots),
 //!   and the changes sessions make.
-//! - [`history`]: what each change did, computed alike for every change; the `log` query.
-//! - [`author`]: who a connection is (kernel credentials, process and user names), for the
+//! - `author`: who a connection is (kernel credentials, process and user names), for the
 //!   history.
-//! - [`users`]: user names from `/etc/passwd`.
+//! - `users`: user names from `/etc/passwd`.
 //! - [`registry`]: the in-memory state (roots, sessions) and change propagation.
 //! - [`reconnect`]: the advisory record of live sessions, and after a start, the previous run's
 //!   sessions `wait` expects back.
 //! - [`server`]: the accept loop and shutdown drain.
-//! - [`connection`]: one client connection: the hello gate, dispatch, pushes.
-//! - [`framing`]: reading a connection's lines within their bounds (length, time, budget).
-//! - [`limits`]: every bound the daemon keeps on what peers make it hold or wait for.
+//! - `connection`: one client connection: the hello gate, dispatch, pushes.
+//! - `framing`: reading a connection's lines within their bounds (length, time, budget).
+//! - [`envelope`]: the JSON-RPC envelope: requests read in one pass, responses with the id
+//!   echoed byte for byte.
+//! - `limits`: every bound the daemon keeps on what peers make it hold or wait for.
+//! - `workspace_bounds`: what a change may make a workspace, checked on the one commit path.
+//! - `session_bounds`: what one session may make the daemon hold; `sessions.list` in pages.
+//! - `shares`: each user's share of the connections.
 //! - [`info`]: where the daemon lives, whom it admits and in which role, shared by the two above.
 //! - [`groups`]: group names and ids from `/etc/group`, for `--admin-group` and messages.
 //! - [`socket`] and [`instance`]: binding or adopting the socket; one daemon per state directory.
 //! - [`systemd`]: readiness, status and watchdog notifications.
 //! - [`error`]: every error the daemon reports, and how a request's failure becomes a wire error.
 //! - [`args`]: the command line, shared with the man-page generator in `dist/`.
-//! - [`clock`]: the wall clock as the daemon records it.
+//! - `clock`: the wall clock as the daemon records it.
 
 pub mod args;
-pub mod author;
-pub mod clock;
-pub mod committer;
-pub mod connection;
+mod author;
+mod clock;
+mod connection;
 pub mod envelope;
 pub mod error;
-pub mod framing;
+mod framing;
 pub mod groups;
-pub mod history;
 pub mod info;
 pub mod instance;
-pub mod journal;
-pub mod limits;
-pub mod model;
-pub mod provenance;
-pub mod reconcile;
+mod limits;
+mod provenance;
 pub mod reconnect;
-pub mod recovery;
 pub mod registry;
 pub mod server;
-pub mod session_bounds;
-pub mod shares;
+mod session_bounds;
+mod shares;
 pub mod socket;
 pub mod store;
 pub mod systemd;
-pub mod users;
-pub mod workspace_bounds;
+mod users;
+mod workspace_bounds;

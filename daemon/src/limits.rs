@@ -174,3 +174,13 @@ pub const MAX_WORKSPACES: usize = 256;
 /// workspaces at their own bound (128 MiB of lists) took 1,072 MiB of RSS
 /// (`scripts/reliability/publications.py --fill`, before this bound). Refused like the others.
 pub const MAX_TOTAL_BYTES: usize = 16 * 1024 * 1024;
+
+/// The longest a `wait` request may ask to wait (`timeout_ms` is cut to it): a day, so that a
+/// client's number, however large, never overflows the deadline, while a waiter holds nothing
+/// but its connection.
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The most a refused peer's bytes are read, after its one line of refusal and within
+/// [`REFUSAL_TIMEOUT`], so that closing the connection then ends it cleanly (an unread byte would
+/// make the close a reset, which may drop the line before the peer reads it).
+pub const REFUSAL_DRAIN_BYTES: usize = 64 * 1024;

@@ -12,7 +12,7 @@ use rootsd::error::SocketFileProblem;
 use rootsd::info::{Access, DaemonInfo};
 use rootsd::registry::Registry;
 use rootsd::socket::SocketFile;
-use rootsd::{groups, instance, reconcile, reconnect, server, socket, systemd};
+use rootsd::{groups, instance, reconnect, server, socket, store, systemd};
 use rootsd_proto::paths::{self, Environment};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio_util::sync::CancellationToken;
@@ -72,13 +72,13 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     }
     let mut lock = instance::acquire(&state_dir)?;
     if args.recover {
-        let recovered = tokio::task::spawn_blocking(move || reconcile::recover(&state_dir))
+        let recovered = tokio::task::spawn_blocking(move || store::recover(&state_dir))
             .await
             .context("the recovery did not finish")??;
         let message = format!(
             "recovered {}: {}",
-            recovered.contents.describe(),
-            recovered.outcome.describe()
+            recovered.contents().describe(),
+            recovered.outcome().describe()
         );
         tracing::info!("{message}");
         eprintln!("rootsd: {message}");
@@ -86,14 +86,14 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     }
     let opened = {
         let state_dir = state_dir.clone();
-        tokio::task::spawn_blocking(move || reconcile::open(&state_dir))
+        tokio::task::spawn_blocking(move || store::open(&state_dir))
             .await
             .context("opening the store did not finish")??
     };
     tracing::info!(
-        contents = %opened.contents.describe(),
+        contents = %opened.contents().describe(),
         "store opened: {}",
-        opened.outcome.describe()
+        opened.outcome().describe()
     );
     let registry = Arc::new(Registry::new(opened)?);
     // Before the socket accepts anyone: a proxy that reconnects at once is recognised.
@@ -133,7 +133,7 @@ async fn daemon(args: Args, inherited: Option<UnixListener>) -> anyhow::Result<(
     );
     systemd::ready(&format!("accepting on {}", bound.path.display()));
     let supervisor = tokio::spawn(systemd::supervise(registry.clone(), shutdown.clone()));
-    let recorder = tokio::spawn(reconnect::keep(
+    let recorder = tokio::spawn(rootsd::registry::keep_record(
         registry.clone(),
         state_dir.clone(),
         shutdown.clone(),

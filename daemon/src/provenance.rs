@@ -5,7 +5,7 @@
 //! leaves the workspace when nobody holds it any more. A publication is the host's whole list and
 //! replaces what the session published before; a session that ends withdraws everything it
 //! published; a root that a user also added by hand stays. These are ordinary changes: journaled
-//! and synced before they are acknowledged, each with its [`Origin`](crate::model::Origin).
+//! and synced before they are acknowledged, each with its `Origin`.
 //!
 //! The functions here only plan, against the writers' pending view; the registry commits what
 //! they decide. Nothing here does I/O or knows about connections.
@@ -14,9 +14,9 @@ use rootsd_proto::root;
 use rootsd_proto::wire::{PublishResult, RootOrigin, code};
 use rootsd_proto::{Root, WorkspaceName};
 
-use crate::committer::Plan;
 use crate::error::RequestError;
-use crate::model::{Change, Contents, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1};
+use crate::store::Plan;
+use crate::store::{Change, Contents, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1};
 
 /// A host's list as a session publishes it: every URI canonical, named, once. Refused whole, as
 /// `roots.add` is, if any root is not an acceptable local `file://` URI or there are too many.
@@ -182,7 +182,7 @@ mod tests {
         Origin::session(
             session.session,
             &session.label,
-            crate::model::PeerV1 {
+            crate::store::PeerV1 {
                 uid: 1000,
                 pid: Some(session.pid),
                 ..Default::default()

@@ -17,19 +17,14 @@
 use std::collections::HashMap;
 use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Instant;
 
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::PreviousSession;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
-use crate::limits::{
-    MAX_CONNECTIONS, RECONNECT_WINDOW, SESSION_RECORD_BYTES, SESSION_RECORD_DEBOUNCE,
-};
-use crate::registry::Registry;
+use crate::limits::{MAX_CONNECTIONS, RECONNECT_WINDOW, SESSION_RECORD_BYTES};
 
 /// The record's file name in the state directory.
 pub const RECORD_FILE: &str = "sessions.json";
@@ -219,45 +214,6 @@ impl Expected {
 /// Whether process `pid` runs, as far as `/proc` shows.
 pub fn runs(pid: u32) -> bool {
     pid != 0 && Path::new("/proc").join(pid.to_string()).exists()
-}
-
-/// Keeps the record in `state_dir` up to date with `registry`'s session table until `shutdown`:
-/// a write a moment after each change (changes meanwhile join it), and one when the
-/// reconnection window closes, which drops the sessions that never came back.
-pub async fn keep(registry: Arc<Registry>, state_dir: PathBuf, shutdown: CancellationToken) {
-    let mut changes = registry.subscribe_session_table();
-    let window_closes = tokio::time::Instant::from_std(registry.expected_until());
-    let mut window_closed = false;
-    let mut warned = false;
-    loop {
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep_until(window_closes), if !window_closed => window_closed = true,
-            () = shutdown.cancelled() => return,
-        }
-        tokio::select! {
-            () = tokio::time::sleep(SESSION_RECORD_DEBOUNCE) => {}
-            () = shutdown.cancelled() => return,
-        }
-        changes.borrow_and_update();
-        let sessions = registry.session_record();
-        if shutdown.is_cancelled() {
-            return;
-        }
-        let dir = state_dir.clone();
-        let written = tokio::task::spawn_blocking(move || write(&dir, &sessions)).await;
-        match written {
-            Ok(Ok(())) => warned = false,
-            Ok(Err(err)) if !warned => {
-                warned = true;
-                tracing::warn!(
-                    error = %err,
-                    "cannot write the record of live sessions ({RECORD_FILE} in the state directory); after a restart, `wait` will not know which sessions to expect back"
-                );
-            }
-            Ok(Err(_)) | Err(_) => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The daemon's shared state: the roots of every workspace, the live MCP sessions, and the
 //! channels that tell connections about changes.
 //!
-//! Writers decide their change against the pending state and hand it to the [`Committer`], which
+//! Writers decide their change against the pending state and hand it to the store's `Committer`, which
 //! makes it durable (group commit) before the change is acknowledged, visible to readers, and
 //! published. Readers of a workspace's roots never wait for the store: they read the committed
 //! state, and each workspace that changed or has sessions has a `watch` channel holding its
@@ -22,16 +22,16 @@ use rootsd_proto::wire::{
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::{Notify, watch};
 
-use crate::committer::{Committer, Health, Plan};
-use crate::error::{RequestError, StoreError};
-use crate::history;
-use crate::model::{Change, Contents, Origin, PeerV1};
+use crate::error::RequestError;
 use crate::provenance;
-use crate::reconcile::Opened;
 use crate::reconnect::Expected;
 use crate::session_bounds;
+use crate::store::{
+    self, Change, Committer, Contents, Health, Opened, Origin, PeerV1, Plan, Serving, StoreError,
+};
 use crate::workspace_bounds;
 use plan::{plan_add, plan_remove};
+pub use reconnecting::keep_record;
 
 /// Shared state of one running daemon.
 pub struct Registry {
@@ -44,7 +44,7 @@ pub struct Registry {
     /// Woken whenever a session registers, reports a new state or goes away, for `wait`.
     progress: Notify,
     /// Bumped whenever a session registers or goes away, for the record of live sessions
-    /// ([`crate::reconnect::keep`]).
+    /// ([`keep_record`]).
     session_table: watch::Sender<u64>,
     /// The previous run's sessions expected back after a start ([`crate::reconnect`]).
     expected: Mutex<Expected>,
@@ -112,21 +112,13 @@ struct SessionRecord {
 }
 
 impl Registry {
-    /// Serves the store `opened` ([`crate::reconcile`]) and starts committing into it, once
+    /// Serves the store `opened` ([`crate::store::open`]) and starts committing into it, once
     /// whatever sessions of the daemon's previous run published is withdrawn: no session
     /// outlives the daemon, and live ones publish again when they register.
-    pub fn new(mut opened: Opened) -> Result<Self, StoreError> {
-        let withdrawn = crate::reconcile::withdraw_sessions(&mut opened)?;
-        if withdrawn > 0 {
-            tracing::info!(
-                workspaces = withdrawn,
-                "withdrew the roots sessions of the previous run published; live sessions publish theirs again when they reconnect"
-            );
-        }
-        let committed = Arc::new(RwLock::new(opened.contents.clone()));
+    pub fn new(opened: Opened) -> Result<Self, StoreError> {
         let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
-            changes: watch::channel(opened.contents.revision).0,
+            changes: watch::channel(0).0,
             counts: watch::channel(0).0,
         });
         let on_durable = {
@@ -135,13 +127,20 @@ impl Registry {
                 publisher.publish(Arc::new(snapshot_of(contents, &change.workspace)));
             })
         };
-        let committer = Committer::start(
-            opened.journal,
-            opened.store,
-            opened.contents,
-            committed.clone(),
-            on_durable,
-        )?;
+        let Serving {
+            committer,
+            committed,
+            withdrawn,
+        } = opened.serve(on_durable)?;
+        if withdrawn > 0 {
+            tracing::info!(
+                workspaces = withdrawn,
+                "withdrew the roots sessions of the previous run published; live sessions publish theirs again when they reconnect"
+            );
+        }
+        // Nothing is written before the registry exists, so nobody has seen another revision.
+        let revision = committed.read().expect("committed").revision;
+        publisher.changes.send_replace(revision);
         Ok(Self {
             committer,
             committed,
@@ -180,7 +179,9 @@ impl Registry {
         self.clients.load(Ordering::Relaxed)
     }
 
-    /// The roots of `workspace`; an unknown workspace is empty at revision 0.
+    /// The roots of `workspace`; an unknown workspace is empty at revision 0. For the tests:
+    /// connections read their workspace's published state instead.
+    #[cfg(test)]
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
         snapshot_of(&self.committed.read().expect("committed"), workspace)
     }
@@ -302,28 +303,10 @@ impl Registry {
         Ok(result)
     }
 
-    /// The recorded changes `params` asks for, newest first ([`history::select`]); only durable
+    /// The recorded changes `params` asks for, newest first (`store::log`); only durable
     /// changes, like every read.
     pub fn log(&self, params: &LogParams) -> LogResult {
-        let (selected, more, recorded_from) = {
-            let model = self.committed.read().expect("committed");
-            let limit = params.limit.unwrap_or(usize::MAX);
-            let (selected, more) = history::select(
-                &model.history,
-                params.workspace.as_ref(),
-                params.before,
-                limit,
-            );
-            (selected, more, model.recorded_from())
-        };
-        // Converted and measured outside the lock, which the commit thread needs.
-        let (entries, more) = history::page(selected, more);
-        LogResult {
-            entries,
-            more,
-            recorded_from,
-            capacity: history::capacity(),
-        }
+        store::log(&self.committed, params)
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is

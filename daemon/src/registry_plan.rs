@@ -8,9 +8,9 @@
 use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
 use rootsd_proto::{Root, WorkspaceName};
 
-use crate::committer::Plan;
 use crate::error::RequestError;
-use crate::model::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
+use crate::store::Plan;
+use crate::store::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
 
 use super::changed;
 use super::publish::Decline;

@@ -7,8 +7,8 @@ use rootsd_proto::wire::PublishResult;
 
 use super::{Registry, Session, SessionRecord};
 use crate::error::RequestError;
-use crate::model::{Origin, StoredPublisherV1};
 use crate::provenance;
+use crate::store::{Origin, StoredPublisherV1};
 
 /// A session that published a root the user removed, and the root's URI.
 pub(super) type Decline = (u64, String);

@@ -1,13 +1,18 @@
 //! Where the session table meets [`crate::reconnect`]: the previous run's sessions expected
-//! back after a start, and what the record of live sessions holds.
+//! back after a start, what the record of live sessions holds, and the task that keeps that
+//! record ([`keep_record`]).
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rootsd_proto::WorkspaceName;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::Registry;
-use crate::reconnect::{self, Expected, RecordedSession};
+use crate::limits::SESSION_RECORD_DEBOUNCE;
+use crate::reconnect::{self, Expected, RECORD_FILE, RecordedSession};
 
 impl Registry {
     /// Expects back the sessions of the previous run that `loaded` names ([`crate::reconnect`]),
@@ -62,7 +67,7 @@ impl Registry {
                 .map(|s| RecordedSession {
                     instance: s.instance.clone(),
                     workspace: s.workspace.clone(),
-                    label: crate::history::bounded_text(&s.label),
+                    label: crate::store::bounded_text(&s.label),
                     pid: s.pid,
                     kernel_pid: s.peer.pid,
                 })
@@ -76,5 +81,44 @@ impl Registry {
     pub(super) fn session_table_changed(&self) {
         self.session_table
             .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+}
+
+/// Keeps the record in `state_dir` up to date with `registry`'s session table until `shutdown`:
+/// a write a moment after each change (changes meanwhile join it), and one when the
+/// reconnection window closes, which drops the sessions that never came back.
+pub async fn keep_record(registry: Arc<Registry>, state_dir: PathBuf, shutdown: CancellationToken) {
+    let mut changes = registry.subscribe_session_table();
+    let window_closes = tokio::time::Instant::from_std(registry.expected_until());
+    let mut window_closed = false;
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep_until(window_closes), if !window_closed => window_closed = true,
+            () = shutdown.cancelled() => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(SESSION_RECORD_DEBOUNCE) => {}
+            () = shutdown.cancelled() => return,
+        }
+        changes.borrow_and_update();
+        let sessions = registry.session_record();
+        if shutdown.is_cancelled() {
+            return;
+        }
+        let dir = state_dir.clone();
+        let written = tokio::task::spawn_blocking(move || reconnect::write(&dir, &sessions)).await;
+        match written {
+            Ok(Ok(())) => warned = false,
+            Ok(Err(err)) if !warned => {
+                warned = true;
+                tracing::warn!(
+                    error = %err,
+                    "cannot write the record of live sessions ({RECORD_FILE} in the state directory); after a restart, `wait` will not know which sessions to expect back"
+                );
+            }
+            Ok(Err(_)) | Err(_) => {}
+        }
     }
 }

@@ -1,6 +1,5 @@
 //! The accept loop: [`run`] serves a listener until the shutdown token fires, then drains.
 
-use std::os::unix::fs::MetadataExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,9 +13,10 @@ use tokio_util::task::TaskTracker;
 use crate::error::StoreError;
 use crate::framing::Budget;
 use crate::groups;
-use crate::info::{Access, DaemonInfo, Peer, Role};
+use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
 use crate::limits::{
-    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_TIMEOUT, REFUSALS_AT_ONCE,
+    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_DRAIN_BYTES, REFUSAL_TIMEOUT,
+    REFUSALS_AT_ONCE,
 };
 use crate::registry::Registry;
 use crate::shares::Shares;
@@ -184,11 +184,15 @@ pub async fn run_replaceable(
 
 /// Checks the peer's credentials against the daemon's [`Access`] policy and gives it its
 /// [`Role`]; a refusal is logged and returned as the message the peer is sent.
-fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, (i64, String)> {
+fn admit(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<AdmittedPeer, (i64, String)> {
     admit_by_credentials(stream, our_uid, info).map_err(|refusal| (code::NOT_ADMITTED, refusal))
 }
 
-fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Result<Peer, String> {
+fn admit_by_credentials(
+    stream: &Stream,
+    our_uid: u32,
+    info: &DaemonInfo,
+) -> Result<AdmittedPeer, String> {
     let creds = match stream.peer_creds() {
         Ok(creds) => creds,
         Err(err) => {
@@ -207,7 +211,7 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
         info.access,
         our_uid,
         &peer,
-        || socket_group(info),
+        || info.socket_group(),
         info.admin_group.as_ref().map(|g| g.gid),
         || {
             peer.pid
@@ -216,7 +220,7 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
         },
     );
     if let (Some(role), Some(uid)) = (role, peer.uid) {
-        return Ok(Peer {
+        return Ok(AdmittedPeer {
             uid,
             pid: peer.pid,
             role,
@@ -238,21 +242,6 @@ fn admit_by_credentials(stream: &Stream, our_uid: u32, info: &DaemonInfo) -> Res
     Err(refusal(info, our_uid, &peer))
 }
 
-/// The socket file's group, whose members a shared daemon admits; `None` if it cannot be read.
-pub(crate) fn socket_group(info: &DaemonInfo) -> Option<u32> {
-    match std::fs::metadata(&info.socket) {
-        Ok(meta) => Some(meta.gid()),
-        Err(err) => {
-            tracing::warn!(
-                socket = %info.socket.display(),
-                error = %err,
-                "cannot read the socket file's group; admitting only rootsd's own user and root"
-            );
-            None
-        }
-    }
-}
-
 /// What a refused peer is told: who it is, whom this daemon admits, and what to do.
 fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
     let who = match (peer.uid, peer.pid) {
@@ -265,7 +254,7 @@ fn refusal(info: &DaemonInfo, our_uid: u32, peer: &PeerIds) -> String {
     match info.access {
         Access::Owner => format!("{daemon} serves only its own user, and you are {who}: {OWN}"),
         Access::OwnerOrSocketGroup => {
-            let socket_group = socket_group(info).map(groups::by_gid);
+            let socket_group = info.socket_group().map(groups::by_gid);
             let (groups, join) = match (&socket_group, &info.admin_group) {
                 (Some(members), Some(admins)) => (
                     format!(
@@ -297,7 +286,7 @@ async fn refuse(stream: Stream, code: i64, message: String) {
         }
         let mut sink = [0u8; 4096];
         let mut read = 0;
-        while read < 64 * 1024 {
+        while read < REFUSAL_DRAIN_BYTES {
             match stream.read(&mut sink).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => read += n,

@@ -11,11 +11,11 @@ use std::sync::Mutex;
 use rootsd_proto::wire::{ListedRoot, code};
 use rootsd_proto::{Root, WorkspaceName};
 
-use crate::committer::Plan;
 use crate::error::RequestError;
 use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
-use crate::model::{Contents, StoredWorkspaceV1};
 use crate::provenance;
+use crate::store::Plan;
+use crate::store::{Contents, StoredWorkspaceV1};
 
 /// Each workspace's listing size at the revision it was measured, so that the total over every
 /// workspace is summed without measuring each of them on every change: a change to one
@@ -136,7 +136,7 @@ impl Write for Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::StoredRootV1;
+    use crate::store::StoredRootV1;
 
     fn workspace(roots: usize, name_bytes: usize) -> StoredWorkspaceV1 {
         StoredWorkspaceV1 {
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn all_workspaces_together_stop_at_the_total_and_a_change_that_does_not_grow_passes() {
-        use crate::model::Change;
+        use crate::store::Change;
         let mut pending = Contents::default();
         let sizes = Sizes::default();
         let write = |pending: &Contents, name: &str, state: StoredWorkspaceV1| {

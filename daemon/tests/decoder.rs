@@ -7,28 +7,17 @@
 mod check;
 
 use check::{Decoded, decode};
+use std::collections::BTreeSet;
+
 use proptest::prelude::*;
+use rootsd_proto::wire::{self, Method as _};
 use serde_json::{Value, json};
 
-/// Method names: every known one, and others.
+/// Method names: every one of the table ([`wire::METHODS`]), and others.
 fn method() -> impl Strategy<Value = Value> {
     prop_oneof![
-        prop::sample::select(vec![
-            "hello",
-            "roots.list",
-            "roots.add",
-            "roots.remove",
-            "workspaces.list",
-            "status",
-            "watch",
-            "session.register",
-            "session.update",
-            "session.publish",
-            "sessions.list",
-            "wait",
-            "log",
-        ])
-        .prop_map(Value::from),
+        prop::sample::select(wire::METHODS.iter().map(|m| m.name).collect::<Vec<_>>())
+            .prop_map(Value::from),
         "\\PC{0,12}".prop_map(Value::from),
         Just(json!(5)),
     ]
@@ -199,4 +188,107 @@ fn well_formed_requests_of_every_method_are_typed() {
     ] {
         assert_eq!(decode(line), expected, "{line}");
     }
+}
+
+/// The names of [`wire::METHODS`], the one list of methods, which every other list is checked
+/// against.
+fn table() -> BTreeSet<String> {
+    wire::METHODS.iter().map(|m| m.name.to_owned()).collect()
+}
+
+fn differences(list: &str, found: &BTreeSet<String>) -> Option<String> {
+    let table = table();
+    let missing: Vec<&String> = table.difference(found).collect();
+    let extra: Vec<&String> = found.difference(&table).collect();
+    (!missing.is_empty() || !extra.is_empty()).then(|| {
+        format!("{list}: lacks {missing:?} of wire::METHODS, and names {extra:?}, which it lacks")
+    })
+}
+
+fn workspace_file(path: &str) -> String {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()))
+}
+
+/// The methods `docs/PROTOCOL.md` gives a section: the names in backticks of its `##` and `###`
+/// headings, less the notification the daemon sends (`roots.changed`), which is no method of the
+/// table.
+fn documented(markdown: &str) -> BTreeSet<String> {
+    markdown
+        .lines()
+        .filter(|l| l.starts_with("## ") || l.starts_with("### "))
+        .flat_map(|l| l.split('`').skip(1).step_by(2).map(str::to_owned))
+        .filter(|name| name != wire::RootsChanged::NAME)
+        .collect()
+}
+
+/// The methods section of the fuzz dictionary: the entries between its `# Methods` comment and
+/// the next comment.
+fn in_dictionary(dict: &str) -> BTreeSet<String> {
+    dict.lines()
+        .skip_while(|l| !l.starts_with("# Methods"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            l.split_once('=')
+                // `k5="\"hello\""`: a quoted string whose content is the JSON string.
+                .map(|(_, v)| {
+                    let quoted = v.trim();
+                    let inner = quoted
+                        .strip_prefix('"')
+                        .and_then(|v| v.strip_suffix('"'))
+                        .unwrap_or(quoted);
+                    inner.replace("\\\"", "\"").trim_matches('"').to_owned()
+                })
+        })
+        .collect()
+}
+
+#[test]
+fn every_list_of_methods_is_the_table() {
+    let mut problems = Vec::new();
+    // The decoder's dispatch (`check.rs`) reads the params of every method of the table.
+    let decoded: BTreeSet<String> = table()
+        .into_iter()
+        .filter(|name| {
+            let line = json!({"jsonrpc": "2.0", "id": 1, "method": name}).to_string();
+            matches!(decode(&line), Decoded::Typed(n) | Decoded::BadParams(n) if n == name)
+        })
+        .collect();
+    problems.extend(differences("daemon/tests/decoder/check.rs", &decoded));
+    problems.extend(differences(
+        "fuzz/control_request.dict",
+        &in_dictionary(&workspace_file("fuzz/control_request.dict")),
+    ));
+    problems.extend(differences(
+        "docs/PROTOCOL.md",
+        &documented(&workspace_file("docs/PROTOCOL.md")),
+    ));
+    assert!(
+        problems.is_empty(),
+        "a method is declared in one place only:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_method_lists_check_would_see_a_method_in_one_place_only() {
+    let mut found = table();
+    assert_eq!(differences("list", &found), None);
+    found.insert("roots.frobnicate".to_owned());
+    found.remove("log");
+    let problem = differences("list", &found).expect("a difference");
+    assert!(
+        problem.contains("\"log\"") && problem.contains("roots.frobnicate"),
+        "{problem}"
+    );
+    let markdown = "# P\n## History: `log`\n### `hello`\n## Watching: `watch` and `roots.changed`\nText `status`.\n";
+    assert_eq!(
+        documented(markdown),
+        ["hello", "log", "watch"].map(str::to_owned).into()
+    );
+    let dict = "# Methods: x\nk1=\"\\\"hello\\\"\"\n# Else\nk2=\"\\\"uri\\\"\"\n";
+    assert_eq!(in_dictionary(dict), ["hello"].map(str::to_owned).into());
 }

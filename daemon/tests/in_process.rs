@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use rootsd::info::{Access, DaemonInfo};
-use rootsd::reconcile::{self, Outcome};
 use rootsd::registry::Registry;
 use rootsd::server;
+use rootsd::store::{self, Outcome};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -47,8 +47,8 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
     let state = dir.path().join("state");
     std::fs::create_dir(&state).expect("state dir");
     let socket_path = dir.path().join("s.sock");
-    let opened = reconcile::open(&state).expect("open the store");
-    assert_eq!(opened.outcome, Outcome::New);
+    let opened = store::open(&state).expect("open the store");
+    assert_eq!(opened.outcome(), &Outcome::New);
     let registry = Arc::new(Registry::new(opened).expect("serve the store"));
     let (listener, closer) = rootsd::socket::bind(&socket_path, &state)
         .expect("bind")
@@ -95,13 +95,13 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
         "the socket rootsd created is removed"
     );
 
-    let reopened = reconcile::open(&state).expect("reopen the store");
+    let reopened = store::open(&state).expect("reopen the store");
     assert_eq!(
-        reopened.outcome,
-        Outcome::Consistent,
+        reopened.outcome(),
+        &Outcome::Consistent,
         "the final checkpoint left the database and the journal in agreement"
     );
-    let contents = reopened.contents;
+    let contents = reopened.contents();
     assert_eq!(contents.revision, 1);
     let roots: Vec<&str> = contents
         .workspaces
@@ -128,7 +128,7 @@ async fn an_idle_connection_with_nothing_registered_or_watched_is_closed_and_tol
     let state = dir.path().join("state");
     std::fs::create_dir(&state).expect("state dir");
     let socket_path = dir.path().join("s.sock");
-    let registry = Arc::new(Registry::new(reconcile::open(&state).expect("open")).expect("serve"));
+    let registry = Arc::new(Registry::new(store::open(&state).expect("open")).expect("serve"));
     let (listener, closer) = rootsd::socket::bind(&socket_path, &state)
         .expect("bind")
         .split();

@@ -97,7 +97,7 @@ impl Omitted {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Who {
     /// A client of the control socket (`rootsctl add`, or any program speaking this protocol).
-    Peer(Peer),
+    Peer(LoggedPeer),
     /// The daemon, on behalf of an MCP session (a `rootsctl proxy` whose host's roots it
     /// publishes); `peer` is the proxy's connection.
     Session {
@@ -105,7 +105,7 @@ pub enum Who {
         id: u64,
         #[serde(default)]
         label: String,
-        peer: Peer,
+        peer: LoggedPeer,
     },
     /// The daemon itself, for the reason given.
     Daemon { reason: String },
@@ -119,7 +119,7 @@ pub enum Who {
 /// `/proc/PID/comm` said when the peer said hello (the kernel reports it, but a process may set
 /// its own); `client` is what the peer claimed to be in `hello`, unchecked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Peer {
+pub struct LoggedPeer {
     pub uid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,

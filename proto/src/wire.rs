@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::history::{LogEntry, LogParams, LogResult, Omitted, Peer, Renamed, Who};
+pub use crate::history::{LogEntry, LogParams, LogResult, LoggedPeer, Omitted, Renamed, Who};
 pub use crate::host_roots::{HostAnswer, HostRoots, HostRootsMode};
 pub use crate::mapping::{Withheld, WithheldReason, WithheldRoot};
 use crate::root::Root;
@@ -146,6 +146,9 @@ impl Request {
     }
 }
 
+// Only the tests build responses this way: the daemon writes its lines with the id echoed byte for
+// byte (`daemon/src/envelope.rs`), and clients only read them.
+#[cfg(test)]
 impl Response {
     pub fn success(id: Value, result: Value) -> Self {
         Self {
@@ -212,25 +215,6 @@ pub struct MethodInfo {
     pub effect: Effect,
 }
 
-/// Every method a client may send the daemon, each with its [`Effect`]. The daemon dispatches
-/// only what this table names, and checks the caller's role against its effect before anything
-/// else, so a method cannot be served without saying whether it changes roots.
-pub const METHODS: &[MethodInfo] = &[
-    method_info::<Hello>(),
-    method_info::<ListRoots>(),
-    method_info::<AddRoots>(),
-    method_info::<RemoveRoots>(),
-    method_info::<ListWorkspaces>(),
-    method_info::<Status>(),
-    method_info::<Watch>(),
-    method_info::<RegisterSession>(),
-    method_info::<UpdateSession>(),
-    method_info::<PublishRoots>(),
-    method_info::<ListSessions>(),
-    method_info::<WaitForSessions>(),
-    method_info::<Log>(),
-];
-
 /// The table's entry for `M`.
 pub const fn method_info<M: Method>() -> MethodInfo {
     MethodInfo {
@@ -259,66 +243,56 @@ macro_rules! method {
     };
 }
 
-method!(
+/// Declares the methods the daemon serves, each as [`method!`] does, and [`METHODS`], the table
+/// of them: a method declared here is in the table, and one declared elsewhere cannot be.
+macro_rules! methods {
+    ($($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty, $result:ty, $effect:ident;)*) => {
+        $(method!($(#[$doc])* $ty, $name, $params, $result, $effect);)*
+
+        /// Every method a client may send the daemon, each with its [`Effect`], in the order
+        /// declared. The daemon dispatches only what this table names, and checks the caller's
+        /// role against its effect before anything else, so a method cannot be served without
+        /// saying whether it changes roots.
+        pub const METHODS: &[MethodInfo] = &[$(method_info::<$ty>()),*];
+    };
+}
+
+methods! {
     /// `hello`: the first request on every connection; checks protocol versions.
-    Hello, "hello", HelloParams, HelloResult, Reads
-);
-method!(
+    Hello, "hello", HelloParams, HelloResult, Reads;
     /// `roots.list`: the roots of one workspace, in insertion order, each with its origin.
-    ListRoots, "roots.list", WorkspaceParams, RootsListing, Reads
-);
-method!(
+    ListRoots, "roots.list", WorkspaceParams, RootsListing, Reads;
     /// `roots.add`: adds roots to a workspace, or renames existing ones; atomic.
-    AddRoots, "roots.add", AddParams, ChangeResult, ChangesRoots
-);
-method!(
+    AddRoots, "roots.add", AddParams, ChangeResult, ChangesRoots;
     /// `roots.remove`: removes roots by URI or name; atomic, and nothing changes if any target is
     /// unknown.
-    RemoveRoots, "roots.remove", RemoveParams, ChangeResult, ChangesRoots
-);
-method!(
+    RemoveRoots, "roots.remove", RemoveParams, ChangeResult, ChangesRoots;
     /// `workspaces.list`: every workspace that has roots or sessions.
-    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult, Reads
-);
-method!(
+    ListWorkspaces, "workspaces.list", EmptyParams, WorkspacesResult, Reads;
     /// `status`: what the daemon is and how it is doing.
-    Status, "status", EmptyParams, StatusResult, Reads
-);
-method!(
+    Status, "status", EmptyParams, StatusResult, Reads;
     /// `watch`: subscribe this connection to [`RootsChanged`] notifications.
-    Watch, "watch", WatchParams, WatchResult, Reads
-);
-method!(
+    Watch, "watch", WatchParams, WatchResult, Reads;
     /// `session.register`: this connection is an MCP session (a `rootsctl proxy`); the daemon
     /// pushes [`RootsChanged`] for its workspace until the connection closes. It changes no
     /// roots: members of a shared service attach sessions too.
-    RegisterSession, "session.register", RegisterParams, RegisterResult, Reads
-);
-method!(
+    RegisterSession, "session.register", RegisterParams, RegisterResult, Reads;
     /// `session.update` (usually a notification): the session's whole state, which replaces what
     /// the daemon held.
-    UpdateSession, "session.update", SessionState, EmptyResult, Reads
-);
-method!(
+    UpdateSession, "session.update", SessionState, EmptyResult, Reads;
     /// `session.publish`: the host's whole current list of roots, which the session publishes
     /// into its workspace (`rootsctl proxy --host-roots publish`) in place of what it published
     /// before. Acknowledged once durable. Every session of the workspace sees them, so it
     /// changes roots like `roots.add`.
-    PublishRoots, "session.publish", PublishParams, PublishResult, ChangesRoots
-);
-method!(
+    PublishRoots, "session.publish", PublishParams, PublishResult, ChangesRoots;
     /// `sessions.list`: the live MCP sessions, by id, in pages that fit a line.
-    ListSessions, "sessions.list", SessionsParams, SessionsResult, Reads
-);
-method!(
+    ListSessions, "sessions.list", SessionsParams, SessionsResult, Reads;
     /// `wait`: resolves once every notified session of a workspace has fetched `revision`, or
     /// when the timeout passes.
-    WaitForSessions, "wait", WaitParams, WaitResult, Reads
-);
-method!(
+    WaitForSessions, "wait", WaitParams, WaitResult, Reads;
     /// `log`: the recorded changes, newest first: what each did, when, and who made it.
-    Log, "log", LogParams, LogResult, Reads
-);
+    Log, "log", LogParams, LogResult, Reads;
+}
 method!(
     /// `roots.changed` (daemon → client notification): a workspace's roots changed. Not in
     /// [`METHODS`]: the daemon sends it and serves it to nobody.

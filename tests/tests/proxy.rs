@@ -8,6 +8,8 @@
 
 #[path = "proxy/host.rs"]
 mod host;
+#[path = "proxy/messages.rs"]
+mod messages;
 #[path = "proxy/support.rs"]
 mod support;
 

@@ -71,7 +71,7 @@ fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 fn only_the_store_module_names_sled() {
     // This file spells out what it looks for, so it is no offender either.
     let allowed = [
-        workspace().join("daemon/src/store.rs"),
+        workspace().join("daemon/src/store/database/mod.rs"),
         PathBuf::from(file!()),
     ];
     let mut offenders = Vec::new();
@@ -88,7 +88,7 @@ fn only_the_store_module_names_sled() {
     }
     assert!(
         offenders.is_empty(),
-        "only daemon/src/store.rs may use sled (ARCHITECTURE.md, Invariants); found:\n{}",
+        "only daemon/src/store/database/mod.rs may use sled (ARCHITECTURE.md, Invariants); found:\n{}",
         offenders.join("\n")
     );
     for manifest in [
@@ -274,7 +274,88 @@ fn the_checks_above_would_see_a_violation() {
     assert!(
         rust_files(&workspace().join("daemon/src"))
             .iter()
-            .any(|f| f.ends_with("store.rs")),
+            .any(|f| f.ends_with("store/database/mod.rs")),
         "the walk finds the daemon's sources"
     );
+}
+
+#[path = "tidy/imports.rs"]
+mod imports;
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let roots = imports::crate_roots(&workspace());
+    assert!(
+        roots.iter().any(|r| r.ends_with("daemon/src/lib.rs"))
+            && roots.iter().any(|r| r.ends_with("cli/src/main.rs")),
+        "the crate roots are found: {roots:?}"
+    );
+    let mut found = Vec::new();
+    for root in roots {
+        let krate = imports::read_crate(&root);
+        for cycle in imports::cycles(&imports::graph(&krate)) {
+            let mut names: Vec<String> = cycle.iter().map(|f| relative(f)).collect();
+            names.push(names[0].clone());
+            found.push(names.join(" -> "));
+        }
+    }
+    found.sort();
+    found.dedup();
+    assert!(
+        found.is_empty(),
+        "modules that import each other (ARCHITECTURE.md, Invariants): move what both need into \
+         a module of its own, or to the side that owns it:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_import_check_would_see_a_cycle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let graph = |edges: &[(&'static str, &'static str)]| {
+        let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (from, to) in edges {
+            graph.entry(from).or_default().insert(to);
+            graph.entry(to).or_default();
+        }
+        graph
+    };
+    // a -> b -> c -> a is one cycle; d only leads into it, e -> f is no cycle at all.
+    let looped = graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("e", "f")]);
+    assert_eq!(imports::cycles(&looped), vec![vec!["a", "b", "c"]]);
+    let two = graph(&[("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")]);
+    assert_eq!(imports::cycles(&two), vec![vec!["a", "b"], vec!["c", "d"]]);
+    let layered = graph(&[("a", "b"), ("b", "c"), ("a", "c")]);
+    assert!(imports::cycles(&layered).is_empty());
+
+    // What the sources name: grouped uses, `super::` from a nested module, paths in code;
+    // comments and inline test modules are not imports.
+    let module = vec![
+        "store".to_owned(),
+        "start".to_owned(),
+        "recovery".to_owned(),
+    ];
+    let text = "use crate::store::{self, journal::{Journal, read}, model};\n\
+                use super::reconcile;\n\
+                // use crate::commented::Out;\n\
+                fn f() { crate::clock::unix_ms(); super::super::Face::new(); }\n\
+                #[cfg(test)]\n\
+                mod tests {\n    use crate::hidden;\n}\n";
+    let named: BTreeSet<String> = imports::named_paths(&module, text)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    let expected: BTreeSet<String> = [
+        "store",
+        "store::journal::Journal",
+        "store::journal::read",
+        "store::model",
+        "store::start::reconcile",
+        "clock::unix_ms",
+        "store::Face::new",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(named, expected);
 }

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 
 use super::Registry;
 use crate::error::RequestError;
-use crate::model::{Origin, PeerV1};
+use crate::store::{Origin, PeerV1};
 
 /// Who makes every change in these tests.
 fn tester() -> Origin {
@@ -83,7 +83,7 @@ pub(super) fn check(ops: &str, expect: &str) {
 
 async fn transcript(ops: &str) -> String {
     let dir = tempfile::tempdir().expect("create a temp dir");
-    let mut registry = Registry::new(crate::reconcile::open(dir.path()).expect("open the store"))
+    let mut registry = Registry::new(crate::store::open(dir.path()).expect("open the store"))
         .expect("load the new store");
     let mut feed = Feed::subscribe(&registry).await;
     let mut out = String::new();
@@ -116,7 +116,7 @@ async fn transcript(ops: &str) -> String {
             "reopen" => {
                 drop(feed);
                 drop(registry);
-                let opened = crate::reconcile::open(dir.path()).expect("reopen");
+                let opened = crate::store::open(dir.path()).expect("reopen");
                 registry = Registry::new(opened).expect("load the reopened store");
                 feed = Feed::subscribe(&registry).await;
                 let (revision, roots, workspaces) = registry.totals().await;
@@ -265,7 +265,7 @@ fn assert_logged(line: &str, result: &ChangeResult, before: &[LogEntry], after: 
     assert_eq!(sorted(&renamed), sorted(&result.renamed), "`{line}`");
     assert_eq!(
         entry.who,
-        rootsd_proto::wire::Who::Peer(rootsd_proto::wire::Peer {
+        rootsd_proto::wire::Who::Peer(rootsd_proto::wire::LoggedPeer {
             uid: 1000,
             user: Some("ana".to_owned()),
             pid: Some(4242),

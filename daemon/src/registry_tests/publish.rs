@@ -9,8 +9,7 @@ use rootsd_proto::wire::{RegisterParams, RemoveTarget, RootOrigin};
 use rootsd_proto::{Root, WorkspaceName};
 
 use super::super::Registry;
-use crate::journal;
-use crate::model::{Origin, PeerV1};
+use crate::store::{Origin, PeerV1};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -20,7 +19,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn open(dir: &std::path::Path) -> Registry {
-    Registry::new(crate::reconcile::open(dir).expect("open the store")).expect("serve the store")
+    Registry::new(crate::store::open(dir).expect("open the store")).expect("serve the store")
 }
 
 fn params(label: &str) -> RegisterParams {
@@ -234,7 +233,7 @@ fn start_up_withdraws_what_sessions_of_the_previous_run_published() {
         registry.close().unwrap();
     });
     // Each change is journaled with who made it.
-    let replay = journal::read(&dir.path().join(journal::FILE_NAME))
+    let replay = crate::store::read_journal(&dir.path().join(crate::store::JOURNAL_FILE))
         .unwrap()
         .unwrap();
     let origins: Vec<String> = replay

@@ -58,6 +58,11 @@ pub fn decode(line: &str) -> Decoded {
         echoed_exactly(line, id);
     }
     let Some((name, outcome)) = typed(&request.method, request.params) else {
+        assert!(
+            rootsd_proto::wire::method_named(&request.method).is_none(),
+            "{} is in wire::METHODS, but `typed` (daemon/tests/decoder/check.rs) does not read it",
+            request.method
+        );
         return Decoded::Unknown;
     };
     match outcome {

@@ -13,7 +13,7 @@ use std::time::Instant;
 use rootsd_tests::{PATIENCE, Sandbox, eventually};
 use serde_json::{Value, json};
 
-use crate::support::{HANDSHAKE_VERSION, is_method, is_response_to, show};
+use crate::messages::{HANDSHAKE_VERSION, is_method, is_response_to, show};
 
 /// How many lines the host's reader takes from the proxy ahead of the test: enough that no test
 /// waits on it, few enough that a host that stops reading stops soon.

@@ -11,8 +11,8 @@ use std::time::Instant;
 use rootsd_tests::{Daemon, PATIENCE, Sandbox, eventually, output_within};
 use serde_json::{Value, json};
 
-/// The protocol version the tests' hosts ask for in `initialize`.
-pub const HANDSHAKE_VERSION: &str = "2025-11-25";
+pub use crate::messages::{HANDSHAKE_VERSION, is_method, is_response_to, show};
+
 /// The stateless revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
@@ -241,25 +241,6 @@ pub fn show_lines(lines: &[Vec<u8>]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// Messages, one per line, for failure messages.
-pub fn show(messages: &[Value]) -> String {
-    messages
-        .iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Whether `message` is a request or notification of `method`.
-pub fn is_method(message: &Value, method: &str) -> bool {
-    message.get("method").and_then(Value::as_str) == Some(method)
-}
-
-/// Whether `message` is a response (has an id, no method) to `id`.
-pub fn is_response_to(message: &Value, id: &Value) -> bool {
-    message.get("method").is_none() && message.get("id") == Some(id)
 }
 
 /// How many `notifications/roots/list_changed` are in `messages`.

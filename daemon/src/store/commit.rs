@@ -13,7 +13,7 @@
 //! committed view, while the journal keeps every acknowledged change safe meanwhile.
 //!
 //! Nothing that fails in the database may take the commit thread with it: sled's panics are
-//! errors by the time they leave [`crate::store`], and should anything else panic on the thread,
+//! errors by the time they leave [`crate::store::database`], and should anything else panic on the thread,
 //! [`supervise`] fails the changes in flight, marks the database for rewriting and runs the loop
 //! again. Locks are taken past poisoning for the same reason. Once the thread has stopped (at
 //! shutdown), a write is refused at once instead of waiting for a sync that will never come.
@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::error::StoreError;
-use crate::journal::{Entry, Journal};
-use crate::model::{Change, Contents};
-use crate::store::Store;
+use crate::store::database::Store;
+use crate::store::database::StoreError;
+use crate::store::journal::{Entry, Journal};
+use crate::store::model::{Change, Contents};
 
 /// How long writes must pause before the database is checkpointed.
 const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
@@ -608,14 +608,14 @@ fn reopen<'a>(slot: &'a mut Option<Store>, dir: &std::path::Path) -> Result<&'a 
     // sled lets go of its directory only once every handle is gone; dropping the old one may
     // fail inside sled, which the store logs and survives.
     drop(slot.take());
-    let fresh = Store::reopen(dir, Duration::from_secs(10))?;
+    let fresh = Store::reopen_released(dir)?;
     Ok(slot.insert(fresh))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{StoredRootV1, StoredWorkspaceV1};
+    use crate::store::model::{StoredRootV1, StoredWorkspaceV1};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     fn change(revision: u64) -> Change {
@@ -648,7 +648,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
         let journal = Journal::create(
-            &dir.path().join(crate::journal::FILE_NAME),
+            &dir.path().join(crate::store::journal::FILE_NAME),
             &Contents::default(),
             0,
         )
@@ -691,9 +691,10 @@ mod tests {
             refused.is_err(),
             "a write after the thread stopped is refused, not left waiting"
         );
-        let replay = crate::journal::read(&dir.path().join(crate::journal::FILE_NAME))
-            .unwrap()
-            .unwrap();
+        let replay =
+            crate::store::journal::read(&dir.path().join(crate::store::journal::FILE_NAME))
+                .unwrap()
+                .unwrap();
         assert_eq!(replay.revision(), committed.read().unwrap().revision);
     }
 }

@@ -1,7 +1,7 @@
 //! The journal's unit tests: records, replay, damage, compaction.
 
 use super::*;
-use crate::model::StoredRootV1;
+use crate::store::model::StoredRootV1;
 
 fn ws(name: &str) -> WorkspaceName {
     WorkspaceName::new(name).unwrap()
@@ -23,7 +23,7 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
                 })
                 .collect(),
         },
-        origin: Some(Origin::Peer(crate::model::PeerV1 {
+        origin: Some(Origin::Peer(crate::store::model::PeerV1 {
             uid: 1000,
             user: Some("ana".to_owned()),
             pid: Some(4242),
@@ -181,15 +181,15 @@ fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() 
     published.state.roots[0].by_hand = false;
     published.state.roots[0]
         .published_by
-        .push(crate::model::StoredPublisherV1 {
+        .push(crate::store::model::StoredPublisherV1 {
             session: 3,
             label: "code".into(),
             pid: 42,
         });
-    published.origin = Some(crate::model::Origin::session(
+    published.origin = Some(crate::store::model::Origin::session(
         3,
         "code",
-        crate::model::PeerV1 {
+        crate::store::model::PeerV1 {
             uid: 1000,
             pid: Some(42),
             ..Default::default()

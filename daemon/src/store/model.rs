@@ -2,9 +2,9 @@
 //! types on purpose (the wire may grow without forcing a migration, and a migration never
 //! changes the wire).
 //!
-//! Nothing here does I/O; [`crate::store`] keeps these in sled and [`crate::journal`] in its
+//! Nothing here does I/O; [`crate::store::database`] keeps these in sled and [`crate::store::journal`] in its
 //! file. Every change carries who made it ([`Origin`]) and when; applying it records what it
-//! did in the history ([`crate::history`]), so the history is part of the contents and is as
+//! did in the history ([`crate::store::history`]), so the history is part of the contents and is as
 //! durable, and as checked at start, as the roots.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -110,7 +110,7 @@ impl Origin {
     pub fn session(id: u64, label: &str, peer: PeerV1) -> Self {
         Self::Session {
             id,
-            label: crate::history::bounded_text(label),
+            label: bounded_text(label),
             peer,
         }
     }
@@ -118,7 +118,7 @@ impl Origin {
     /// A change the daemon makes of its own accord, for `reason`.
     pub fn daemon(reason: &str) -> Self {
         Self::Daemon {
-            reason: crate::history::bounded_text(reason),
+            reason: bounded_text(reason),
         }
     }
 }
@@ -140,7 +140,7 @@ pub struct PeerV1 {
 }
 
 /// What one change did to its workspace, when, and who made it: computed from the change and
-/// the workspace before it ([`crate::history::entry`]), never sent by a client.
+/// the workspace before it ([`crate::store::history::entry`]), never sent by a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEntryV1 {
     pub revision: u64,
@@ -186,25 +186,6 @@ impl OmittedV1 {
 }
 
 impl Contents {
-    /// Applies `change`, which must be the next revision, and records it in the history, which
-    /// keeps the changes of the last [`crate::limits::HISTORY_ENTRIES`] revisions (every change
-    /// has an entry, so that many entries), dropping the oldest first.
-    pub fn apply(&mut self, change: &Change) {
-        debug_assert!(change.revision > self.revision, "changes apply in order");
-        let window = crate::limits::HISTORY_ENTRIES as u64;
-        while let Some(oldest) = self.history.front()
-            && oldest.revision + window <= change.revision
-        {
-            self.history.pop_front();
-        }
-        if let Some(entry) = crate::history::entry(self.workspaces.get(&change.workspace), change) {
-            self.history.push_back(entry);
-        }
-        self.revision = change.revision;
-        self.workspaces
-            .insert(change.workspace.clone(), change.state.clone());
-    }
-
     /// Every change from this revision on has an entry in the history: the oldest entry's, or
     /// the next revision's when there is none.
     pub fn recorded_from(&self) -> u64 {
@@ -267,4 +248,14 @@ impl From<&StoredRootV1> for Root {
             name: root.name.clone(),
         }
     }
+}
+
+/// `text` cut to at most [`crate::limits::HISTORY_TEXT_BYTES`] at a character boundary, for what an entry
+/// records about who made a change.
+pub fn bounded_text(text: &str) -> String {
+    let mut end = text.len().min(crate::limits::HISTORY_TEXT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }

@@ -2,7 +2,7 @@
 //!
 //! sled 0.34 is effectively unmaintained, so it stays behind this small API and could be replaced
 //! without touching anything else. Everything lives in one tree, so every change is one atomic
-//! batch. Durability is the journal's job ([`crate::journal`]): a change is applied here after
+//! batch. Durability is the journal's job ([`crate::store::journal`]): a change is applied here after
 //! it is acknowledged, and [`Store::checkpoint`] makes the database itself durable now and then
 //! (sled's flush, then `fdatasync` of its files and directory, since sled's own flush uses
 //! `sync_file_range`, which leaves the drive's cache and the file's metadata behind).
@@ -42,17 +42,55 @@ use std::path::{Path, PathBuf};
 use rootsd_proto::WorkspaceName;
 
 use crate::limits::HISTORY_ENTRIES;
-use crate::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
+use crate::store::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
 
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
 const JOURNALED_KEY: &[u8] = b"m/journaled";
 const WORKSPACE_PREFIX: &[u8] = b"w/";
 const HISTORY_PREFIX: &[u8] = b"h/";
+/// How long sled may take to let go of a database's lock after its last handle is dropped
+/// (it releases it from a background thread): longer is a lock someone else holds.
+const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The schema this rootsd reads and writes.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
 
-pub use crate::error::StoreError;
+/// Failures of the store, defined here beside sled's opaque error they wrap. Messages read after "failed to …".
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("failed to open the database at {path}: {error}")]
+    Open { path: String, error: DbError },
+    #[error("failed to read or write the database: {0}")]
+    Db(#[from] DbError),
+    #[error(
+        "the database has schema version {found}, but this rootsd understands only {}: run a newer rootsd",
+        SCHEMA_VERSION
+    )]
+    UnknownSchema { found: u32 },
+    #[error("the database holds a corrupt record under {key:?}: {reason}")]
+    Corrupt { key: String, reason: String },
+    #[error("failed to {action} {path}: {error}")]
+    Sync {
+        action: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
+    #[error("failed to {action} the journal {path}: {error}")]
+    Journal {
+        action: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
+    /// sled panicked inside a call (see `guarded`): the handle is treated as failed.
+    #[error("the database failed: sled panicked while {during} ({message})")]
+    Panicked {
+        during: &'static str,
+        message: String,
+    },
+    /// The database and the journal disagree, or one of them is damaged: nothing is served.
+    #[error("{0}")]
+    Damaged(String),
+}
 
 /// sled's own error, kept opaque so that no module but this one names sled.
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +199,12 @@ impl Store {
         &self.dir
     }
 
+    /// Opens like [`Store::open`], waiting up to [`RELEASE_PATIENCE`] for an earlier handle's
+    /// lock to go ([`Store::reopen`]): what start-up, recovery and the commit thread use.
+    pub fn reopen_released(dir: &Path) -> Result<Self, StoreError> {
+        Self::reopen(dir, RELEASE_PATIENCE)
+    }
+
     /// Opens like [`Store::open`], but waits up to `patience` for a previous `Store` of this
     /// process to let go of the directory: sled releases its lock from a background thread some
     /// time after the last handle is dropped. For restarting a store in-process, as tests do.
@@ -221,7 +265,7 @@ impl Store {
             .and_then(|d| d.sync_all())
             .map_err(io("sync", parent))?;
         remove_leftovers(&dir);
-        Self::reopen(&dir, std::time::Duration::from_secs(10))
+        Self::reopen_released(&dir)
     }
 
     /// Checks the schema, writing it into a database that has none. Returns whether it had
@@ -474,7 +518,7 @@ pub fn disk_bytes(dir: &Path) -> u64 {
 
 /// sled releases its directory lock from a background thread after the last handle goes.
 fn wait_until_released(dir: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + RELEASE_PATIENCE;
     while is_locked(dir) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -492,5 +536,4 @@ pub(crate) fn is_locked(dir: &Path) -> bool {
 }
 
 #[cfg(test)]
-#[path = "store_tests.rs"]
 mod tests;

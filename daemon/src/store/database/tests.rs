@@ -15,17 +15,19 @@ fn change(revision: u64) -> Change {
         workspace: ws("w"),
         state: StoredWorkspaceV1 {
             revision,
-            roots: vec![crate::model::StoredRootV1 {
+            roots: vec![crate::store::model::StoredRootV1 {
                 uri: format!("file:///r{revision}"),
                 name: None,
                 by_hand: true,
                 published_by: Vec::new(),
             }],
         },
-        origin: Some(crate::model::Origin::Peer(crate::model::PeerV1 {
-            uid: 1000,
-            ..Default::default()
-        })),
+        origin: Some(crate::store::model::Origin::Peer(
+            crate::store::model::PeerV1 {
+                uid: 1000,
+                ..Default::default()
+            },
+        )),
         time_unix_ms: revision,
     }
 }
@@ -101,7 +103,7 @@ fn checkpointed_changes_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let contents = StoredWorkspaceV1 {
         revision: 3,
-        roots: vec![crate::model::StoredRootV1 {
+        roots: vec![crate::store::model::StoredRootV1 {
             uri: "file:///a".into(),
             name: Some("a".into()),
             by_hand: true,
@@ -163,7 +165,7 @@ fn a_rebuilt_database_holds_the_same_and_takes_less_room() {
         let mut one = change(revision);
         let root = one.state.roots[0].clone();
         one.state.roots = (0..100)
-            .map(|n| crate::model::StoredRootV1 {
+            .map(|n| crate::store::model::StoredRootV1 {
                 uri: format!("file:///{long}/{n}"),
                 ..root.clone()
             })

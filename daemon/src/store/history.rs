@@ -5,21 +5,21 @@
 //! workspace before it. That is what makes an entry exactly as durable as its change: the
 //! journal record of the change is synced before it is acknowledged, and replaying the journal
 //! computes the same entry again, so a crash can lose neither. It is also why start-up can
-//! compare the database's history with the journal's ([`crate::reconcile`]); a change to what an
+//! compare the database's history with the journal's ([`crate::store::start::reconcile`]); a change to what an
 //! entry holds, or to [`HISTORY_ENTRIES`], is therefore a change to the stored schema.
 //!
 //! Nothing here does I/O or reads the clock.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::RwLock;
 
 use rootsd_proto::wire::{self, LogEntry, Who};
 use rootsd_proto::{Root, WorkspaceName};
 
-use crate::limits::{
-    HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, HISTORY_TEXT_BYTES, LOG_PAGE_BYTES,
-};
-use crate::model::{
-    Change, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1, StoredWorkspaceV1,
+use crate::limits::{HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, LOG_PAGE_BYTES};
+use crate::store::model::{
+    Change, Contents, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1,
+    StoredWorkspaceV1,
 };
 
 /// What `change` did to its workspace, which held `previous` before it; `None` for a change
@@ -83,14 +83,27 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     Some(entry)
 }
 
-/// `text` cut to at most [`HISTORY_TEXT_BYTES`] at a character boundary, for what an entry
-/// records about who made a change.
-pub fn bounded_text(text: &str) -> String {
-    let mut end = text.len().min(HISTORY_TEXT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
+// Applying a change lives here, beside `entry`, so that the stored types (`model.rs`) need
+// nothing of the history and no other place computes an entry.
+impl Contents {
+    /// Applies `change`, which must be the next revision, and records it in the history, which
+    /// keeps the changes of the last [`crate::limits::HISTORY_ENTRIES`] revisions (every change
+    /// has an entry, so that many entries), dropping the oldest first.
+    pub fn apply(&mut self, change: &Change) {
+        debug_assert!(change.revision > self.revision, "changes apply in order");
+        let window = crate::limits::HISTORY_ENTRIES as u64;
+        while let Some(oldest) = self.history.front()
+            && oldest.revision + window <= change.revision
+        {
+            self.history.pop_front();
+        }
+        if let Some(entry) = entry(self.workspaces.get(&change.workspace), change) {
+            self.history.push_back(entry);
+        }
+        self.revision = change.revision;
+        self.workspaces
+            .insert(change.workspace.clone(), change.state.clone());
     }
-    text[..end].to_owned()
 }
 
 /// The entries of `history` (oldest first) that a `log` request asks for, newest first: of
@@ -112,17 +125,28 @@ pub fn select(
     (selected, more)
 }
 
-/// Refuses `log` params no page can answer: `limit: 0` asks for nothing, and with no entry the
-/// answer could not say where a next page would start (`more` pages from the last entry's
-/// revision), so a client paging until `more` is false would ask forever.
-pub fn check(params: &rootsd_proto::wire::LogParams) -> Result<(), crate::error::RequestError> {
-    if params.limit == Some(0) {
-        return Err(crate::error::RequestError::new(
-            rootsd_proto::wire::code::INVALID_PARAMS,
-            "log's limit is 0, which asks for no entries: give a limit of at least 1, or leave it out for as many as fit in one answer",
-        ));
+/// The recorded changes `params` asks for, newest first ([`select`], then [`page`]), from the
+/// committed state: only durable changes, like every read.
+pub(crate) fn log(committed: &RwLock<Contents>, params: &wire::LogParams) -> wire::LogResult {
+    let (selected, more, recorded_from) = {
+        let model = committed.read().expect("committed");
+        let limit = params.limit.unwrap_or(usize::MAX);
+        let (selected, more) = select(
+            &model.history,
+            params.workspace.as_ref(),
+            params.before,
+            limit,
+        );
+        (selected, more, model.recorded_from())
+    };
+    // Converted and measured outside the lock, which the commit thread needs.
+    let (entries, more) = page(selected, more);
+    wire::LogResult {
+        entries,
+        more,
+        recorded_from,
+        capacity: capacity(),
     }
-    Ok(())
 }
 
 /// `selected` as the wire's entries, as many as fit in one response ([`LOG_PAGE_BYTES`] of JSON
@@ -182,8 +206,8 @@ fn to_wire(entry: HistoryEntryV1) -> LogEntry {
     }
 }
 
-fn peer_to_wire(peer: PeerV1) -> wire::Peer {
-    wire::Peer {
+fn peer_to_wire(peer: PeerV1) -> wire::LoggedPeer {
+    wire::LoggedPeer {
         uid: peer.uid,
         user: peer.user,
         pid: peer.pid,
@@ -195,7 +219,9 @@ fn peer_to_wire(peer: PeerV1) -> wire::Peer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Contents;
+    use crate::limits::HISTORY_TEXT_BYTES;
+    use crate::store::model::Contents;
+    use crate::store::model::bounded_text;
 
     fn ws(name: &str) -> WorkspaceName {
         WorkspaceName::new(name).unwrap()

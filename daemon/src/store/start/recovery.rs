@@ -5,7 +5,7 @@
 //! record of the journal that checks out and is newer than the base is applied, in order, even
 //! past a damaged record. Revisions that no source holds are named in what recovery says it
 //! could not keep; nothing is dropped silently. A database that cannot be read (sled may even
-//! panic on it, which [`crate::store`] turns into an error) is simply not a source.
+//! panic on it, which [`crate::store::database`] turns into an error) is simply not a source.
 //!
 //! The new store is then built beside the old one and switched in by renames:
 //!
@@ -23,20 +23,14 @@
 //! never served and never taken for a new store.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::error::StoreError;
-use crate::journal::{self, Journal, Replay};
-use crate::model::Contents;
-use crate::reconcile::{self, DB_DIR, Opened, Outcome, damaged, journal_error};
-use crate::store::Store;
-
-/// The database being built by a recovery.
-pub const DB_BUILD: &str = "db.recovering";
-/// The journal being built by a recovery; once it exists, the build is complete.
-pub const JOURNAL_BUILD: &str = "roots.journal.recovering";
-/// Where a recovery moves the old files.
-pub const PLAN: &str = "recovery.plan";
+use crate::store::database::Store;
+use crate::store::database::StoreError;
+use crate::store::journal::{self, Journal, Replay};
+use crate::store::model::Contents;
+use crate::store::start::opened::{Opened, Outcome};
+use crate::store::start::reconcile;
+use crate::store::start::state_dir::{DB_BUILD, DB_DIR, JOURNAL_BUILD, PLAN, journal_error};
 
 /// What recovery keeps, and what it says about it.
 #[derive(Debug, PartialEq, Eq)]
@@ -178,7 +172,7 @@ pub(crate) fn recover_stopping(
     let replay = journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
     let database = if db_dir.exists() {
         // A database sled cannot read, or panics on, is no source; it is moved aside whole.
-        match Store::reopen(&db_dir, Duration::from_secs(10)).and_then(|store| store.load()) {
+        match Store::reopen_released(&db_dir).and_then(|store| store.load()) {
             Ok(contents) => Some(contents),
             Err(error) => {
                 tracing::warn!(%error, "the database cannot be read; recovering without it");
@@ -248,48 +242,6 @@ pub(crate) fn recover_stopping(
         unreadable,
     };
     Ok(opened)
-}
-
-/// Refuses to start on a state directory holding an unfinished recovery.
-pub fn refuse_if_interrupted(state_dir: &Path) -> Result<(), StoreError> {
-    let found: Vec<PathBuf> = [DB_BUILD, JOURNAL_BUILD, PLAN]
-        .iter()
-        .map(|name| state_dir.join(name))
-        .filter(|path| path.exists())
-        .collect();
-    if found.is_empty() {
-        return Ok(());
-    }
-    Err(damaged(
-        state_dir,
-        &format!(
-            "a `rootsd --recover` was interrupted ({} remain)",
-            found
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "same sources (it finishes or restarts the interrupted recovery)",
-    ))
-}
-
-/// Files and directories an earlier recovery moved aside.
-pub fn asides(state_dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(state_dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .flatten()
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.contains(".damaged-") || n.contains(".replaced-"))
-        })
-        .collect();
-    found.sort();
-    found
 }
 
 /// Renames the old files aside and the new ones into place, as far as that is not done yet;
@@ -447,8 +399,8 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Entry;
-    use crate::model::{Change, Origin, PeerV1, StoredRootV1};
+    use crate::store::journal::Entry;
+    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1};
     use rootsd_proto::WorkspaceName;
 
     /// Change `revision`: workspace `w<revision % 3>` gets one more root.

@@ -2,8 +2,8 @@
 //! acknowledged.
 //!
 //! It is the store's durability and its witness. A change is acknowledged once its record is
-//! written here and `fdatasync`ed; the database ([`crate::store`]) is brought up to date after,
-//! and checkpointed now and then. At start the two are compared ([`crate::reconcile`]): a
+//! written here and `fdatasync`ed; the database ([`crate::store::database`]) is brought up to date after,
+//! and checkpointed now and then. At start the two are compared ([`crate::store::start::reconcile`]): a
 //! database that lost changes or was damaged is caught up from the journal or refused, never
 //! served short.
 //!
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use rootsd_proto::WorkspaceName;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
+use crate::store::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
 
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
@@ -415,10 +415,6 @@ impl Journal {
         self.snapshot_len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether the records after the snapshot have grown past [`COMPACT_AFTER`] (or twice the
     /// snapshot), so that the journal should be rewritten as one snapshot.
     pub fn wants_compaction(&self) -> bool {
@@ -474,5 +470,4 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
-#[path = "journal_tests.rs"]
 mod tests;

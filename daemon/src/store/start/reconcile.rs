@@ -5,7 +5,7 @@
 //! at some revision no older than that checkpoint (a crash between acknowledging changes and
 //! checkpointing them), in which case the journal's later changes are applied to it. Anything
 //! else is damage, and rootsd refuses to start, naming what it found, rather than serve a
-//! shortened store: [`crate::recovery::recover`] (`rootsd --recover`) then rebuilds it.
+//! shortened store: [`crate::store::start::recovery::recover`] (`rootsd --recover`) then rebuilds it.
 //!
 //! A state directory without a journal is a new store only when nothing in it says a store was
 //! there: a database kept with a journal (marked so, [`Store::journaled`]) is refused, since the
@@ -16,93 +16,22 @@
 //! previous run published: sessions end with the daemon, and live ones publish again when they
 //! register.
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-pub use crate::recovery::recover;
-
-use crate::error::StoreError;
-use crate::journal::{self, Entry, Journal};
-use crate::model::{Change, Contents, Origin};
-use crate::store::Store;
-
-/// The database's directory in the state directory.
-pub const DB_DIR: &str = "db";
-
-/// A store ready to serve.
-pub struct Opened {
-    pub store: Store,
-    pub journal: Journal,
-    pub contents: Contents,
-    pub outcome: Outcome,
-}
-
-/// What opening found and did, for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Database and journal agree.
-    Consistent,
-    /// A new store.
-    New,
-    /// A database from a rootsd without a journal: the journal was started from it.
-    Migrated,
-    /// The database missed the journal's last changes (a crash before a checkpoint); they were
-    /// applied to it.
-    CaughtUp { changes: usize },
-    /// `--recover` rebuilt the store from `from`; `kept` are the files it replaced, `lost` what
-    /// it could not keep (empty: nothing acknowledged was lost), `unreadable` the damage found.
-    Recovered {
-        from: String,
-        kept: Vec<PathBuf>,
-        lost: Vec<String>,
-        unreadable: Vec<String>,
-    },
-}
-
-impl Outcome {
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Consistent => "the database and the journal agree".to_owned(),
-            Self::New => "a new store".to_owned(),
-            Self::Migrated => "started a journal from the database of an earlier rootsd".to_owned(),
-            Self::CaughtUp { changes } => format!(
-                "applied the journal's last {changes} change(s), acknowledged before rootsd stopped, to the database"
-            ),
-            Self::Recovered {
-                from,
-                kept,
-                lost,
-                unreadable,
-            } => {
-                let mut text = format!("rebuilt the store from {from}");
-                if !unreadable.is_empty() {
-                    text.push_str(&format!("; unreadable: {}", unreadable.join("; ")));
-                }
-                if lost.is_empty() {
-                    text.push_str("; every acknowledged change found was kept");
-                } else {
-                    text.push_str(&format!("; COULD NOT KEEP: {}", lost.join("; ")));
-                }
-                if !kept.is_empty() {
-                    text.push_str(&format!(
-                        "; the files it replaced are kept at {}",
-                        kept.iter()
-                            .map(|p| p.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
-                text
-            }
-        }
-    }
-}
+use crate::store::database::Store;
+use crate::store::database::StoreError;
+use crate::store::journal::{self, Entry, Journal};
+use crate::store::model::{Change, Contents, Origin};
+use crate::store::start::opened::{Opened, Outcome};
+use crate::store::start::state_dir::{
+    DB_DIR, asides, damaged, journal_error, refuse_if_interrupted,
+};
 
 /// Opens the store in `state_dir`, refusing a damaged one.
 pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
-    crate::recovery::refuse_if_interrupted(state_dir)?;
+    refuse_if_interrupted(state_dir)?;
     // A rebuild of the database the commit thread did not finish: the database is the old one.
-    crate::store::remove_leftovers(&state_dir.join(DB_DIR));
+    crate::store::database::remove_leftovers(&state_dir.join(DB_DIR));
     let journal_path = state_dir.join(journal::FILE_NAME);
     let replay = journal::read(&journal_path).map_err(journal_error("read", &journal_path))?;
     let Some(replay) = replay else {
@@ -110,7 +39,7 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
     };
     // Within one process (tests, `--recover`) sled may still be letting go of a database just
     // closed; another process cannot hold it, as the instance lock keeps rootsd single.
-    let store = match Store::reopen(&state_dir.join(DB_DIR), Duration::from_secs(10)) {
+    let store = match Store::reopen_released(&state_dir.join(DB_DIR)) {
         Ok(store) => store,
         Err(error) => {
             let source = if replay.damage.is_none() {
@@ -270,7 +199,7 @@ fn without_journal(state_dir: &Path) -> Result<Opened, StoreError> {
     let path = state_dir.join(journal::FILE_NAME);
     let db_dir = state_dir.join(DB_DIR);
     if !db_dir.exists() {
-        let asides = crate::recovery::asides(state_dir);
+        let asides = asides(state_dir);
         if !asides.is_empty() {
             return Err(damaged(
                 state_dir,
@@ -290,7 +219,7 @@ fn without_journal(state_dir: &Path) -> Result<Opened, StoreError> {
         let contents = Contents::default();
         let journal =
             Journal::create(&path, &contents, 0).map_err(journal_error("create", &path))?;
-        let store = Store::reopen(&db_dir, Duration::from_secs(10))?;
+        let store = Store::reopen_released(&db_dir)?;
         store.mark_journaled()?;
         store.checkpoint()?;
         return Ok(Opened {
@@ -300,7 +229,7 @@ fn without_journal(state_dir: &Path) -> Result<Opened, StoreError> {
             outcome: Outcome::New,
         });
     }
-    let store = Store::reopen(&db_dir, Duration::from_secs(10)).map_err(|error| {
+    let store = Store::reopen_released(&db_dir).map_err(|error| {
         damaged(
             state_dir,
             &format!(
@@ -350,29 +279,10 @@ fn without_journal(state_dir: &Path) -> Result<Opened, StoreError> {
     })
 }
 
-pub(crate) fn damaged(state_dir: &Path, why: &str, source: &str) -> StoreError {
-    StoreError::Damaged(format!(
-        "the store in {dir} is damaged, so rootsd did not start and served nothing: {why}. With rootsd stopped, run `rootsd --recover --state-dir {dir}` to rebuild it from the {source}; the damaged files are kept beside the new ones",
-        dir = state_dir.display()
-    ))
-}
-
-pub(crate) fn journal_error(
-    action: &'static str,
-    path: &Path,
-) -> impl FnOnce(std::io::Error) -> StoreError {
-    let path = path.display().to_string();
-    move |error| StoreError::Journal {
-        action,
-        path,
-        error,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
+    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
     use rootsd_proto::WorkspaceName;
 
     fn change(revision: u64, origin: Option<Origin>) -> Change {
@@ -456,7 +366,7 @@ mod tests {
         let changes: Vec<Change> = (1..=2).map(|r| change(r, by_ana())).collect();
         let dir = left_behind(&changes, 2);
         {
-            let store = Store::reopen(&dir.path().join(DB_DIR), Duration::from_secs(10)).unwrap();
+            let store = Store::reopen_released(&dir.path().join(DB_DIR)).unwrap();
             let mut other = store.load().unwrap();
             other.history.pop_front();
             store.replace_all(&other).unwrap();
@@ -467,7 +377,7 @@ mod tests {
             "{error}"
         );
         assert!(error.contains("rootsd --recover"), "{error}");
-        let recovered = recover(dir.path()).unwrap();
+        let recovered = crate::store::start::recover(dir.path()).unwrap();
         assert_eq!(recovered.contents.history.len(), 2);
     }
 }
