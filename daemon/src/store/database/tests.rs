@@ -231,3 +231,20 @@ fn an_unknown_schema_is_refused() {
         reopened.err()
     );
 }
+
+#[test]
+fn a_panic_inside_sled_is_an_error() {
+    let result: Result<(), StoreError> = guarded("reading the test", || {
+        panic!("tried to serialize Uninitialized");
+    });
+    match result {
+        Err(StoreError::Panicked { during, message }) => {
+            assert_eq!(during, "reading the test");
+            assert_eq!(message, "tried to serialize Uninitialized");
+        }
+        other => panic!("a panic must become StoreError::Panicked, got {other:?}"),
+    }
+    let owned: Result<(), StoreError> = guarded("reading", || panic!("{}", String::from("owned")));
+    assert!(matches!(owned, Err(StoreError::Panicked { message, .. }) if message == "owned"));
+    assert!(guarded("reading", || Ok(7)).is_ok_and(|n| n == 7));
+}
