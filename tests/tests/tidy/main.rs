@@ -279,7 +279,6 @@ fn the_checks_above_would_see_a_violation() {
     );
 }
 
-#[path = "tidy/imports.rs"]
 mod imports;
 
 #[test]
