@@ -6,7 +6,7 @@
 //! memory a peer made the daemon hold goes when the line or the peer does.
 //!
 //! This module frames bytes into lines and nothing else: it does not parse JSON or answer
-//! anyone, which `connection.rs` does with the [`FramingError`]s it returns.
+//! anyone, which `connection/` does with the [`FramingError`]s it returns.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -1,6 +1,6 @@
 //! The MCP relay of `rootsctl proxy` as a pure state machine: lines in from the host, the server
 //! and the daemon, and the clock; lines and the session's state out. No I/O happens here (the
-//! crate depends on no I/O library, which tests/tests/tidy.rs checks), and time is an input, so
+//! crate depends on no I/O library, which tests/tests/tidy/ checks), and time is an input, so
 //! every rule of the protocol can be tested with plain function calls. Beside it, what else of
 //! the proxy is pure: the server's launch [`template`] and the session's default [`label`].
 //!

@@ -1,6 +1,6 @@
 //! The control protocol's decoder as a connection runs it on each line: the envelope
 //! ([`parse_request`]), then the params of the method it names ([`params`]), and the rules every
-//! answer keeps. Shared by the property tests (`daemon/tests/decoder.rs`) and the fuzz target
+//! answer keeps. Shared by the property tests (`daemon/tests/decoder/main.rs`) and the fuzz target
 //! `control_request` (fuzz/), which includes this file.
 
 use rootsd::envelope::{failure_line, params, parse_request};

@@ -76,7 +76,7 @@ pub fn verify(units: &[PathBuf], user: bool) -> Result<(), String> {
         cmd.arg("--user");
     }
     // The units' Documentation= names man pages, which only an installed package provides;
-    // tests/tests/packaging.rs verifies the installed units with this check on.
+    // tests/tests/packaging/ verifies the installed units with this check on.
     cmd.args(["verify", "--man=no"])
         .args(units)
         .env("XDG_RUNTIME_DIR", runtime.path())

@@ -10,14 +10,9 @@
 //! --locked`), dpkg-dev, man-db, groff-base, zsh, fish and systemd; a missing one fails the test
 //! and says how to install it.
 
-#[path = "packaging/support.rs"]
 mod support;
 
-#[path = "packaging/checks.rs"]
 mod checks;
-#[path = "packaging/deb.rs"]
 mod deb;
-#[path = "packaging/install.rs"]
 mod install;
-#[path = "packaging/test_script.rs"]
 mod test_script;

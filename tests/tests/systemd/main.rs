@@ -7,16 +7,10 @@
 //! Every test drives the real binaries (build them first: `cargo build --workspace --bins`) and
 //! systemd's tools (`apt-get install systemd`).
 
-#[path = "systemd/support.rs"]
 mod support;
 
-#[path = "systemd/access.rs"]
 mod access;
-#[path = "systemd/activation.rs"]
 mod activation;
-#[path = "systemd/doctor.rs"]
 mod doctor;
-#[path = "systemd/members.rs"]
 mod members;
-#[path = "systemd/units.rs"]
 mod units;

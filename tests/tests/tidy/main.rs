@@ -5,9 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The longest a source file may grow before it is split by job.
-const MAX_LINES: usize = 700;
-
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -244,23 +241,114 @@ fn the_relay_does_no_io() {
     );
 }
 
+/// The files that may name a module's file with `#[path]`, each with why no ordinary layout can
+/// hold it.
+const PATH_ATTRIBUTE_EXEMPT: [(&str, &str); 1] = [(
+    "fuzz/fuzz_targets/control_request.rs",
+    "it runs the decoder's checks, daemon/tests/decoder/check.rs, which belong to another \
+     package (fuzz/ is a workspace of its own), and no module path reaches another package's file",
+)];
+
+/// Every `.rs` file of the workspace, whatever its crate: all but build output, installed
+/// dependencies and hidden directories.
+fn every_rust_file() -> Vec<PathBuf> {
+    let skipped = ["target", "node_modules", "venv"];
+    let mut found = Vec::new();
+    let mut pending = vec![workspace()];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if !name.starts_with('.') && !skipped.contains(&name) {
+                    pending.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The code lines of `text` that are a `#[path = …]` attribute, plain or under `cfg_attr`.
+fn path_attributes(text: &str) -> Vec<(usize, &str)> {
+    code_lines(text)
+        .filter(|(_, line)| {
+            let Some(attribute) = line.trim_start().strip_prefix("#[") else {
+                return false;
+            };
+            let is_path = |part: &str| {
+                part.trim_start()
+                    .strip_prefix("path")
+                    .is_some_and(|r| r.trim_start().starts_with('='))
+            };
+            // Under `cfg_attr(condition, attr, …)` any of the attributes may be the path.
+            match attribute.trim_start().strip_prefix("cfg_attr") {
+                Some(rest) => rest.split([',', '(']).skip(1).any(is_path),
+                None => is_path(attribute),
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn no_source_file_is_longer_than_the_limit() {
-    let mut long = Vec::new();
-    for file in source_dirs().iter().flat_map(|d| rust_files(d)) {
-        let lines = std::fs::read_to_string(&file)
-            .expect("read a source file")
-            .lines()
-            .count();
-        if lines > MAX_LINES {
-            long.push(format!("{} ({lines} lines)", relative(&file)));
+fn no_module_is_loaded_by_a_path_attribute() {
+    let files = every_rust_file();
+    assert!(
+        files.iter().any(|f| f.ends_with("dist/src/main.rs"))
+            && files
+                .iter()
+                .any(|f| f.ends_with("fuzz/fuzz_targets/proxy_relay.rs")),
+        "the walk finds every crate's sources"
+    );
+    let mut found = Vec::new();
+    for file in &files {
+        let name = relative(file);
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let attributes = path_attributes(&text);
+        if let Some((_, why)) = PATH_ATTRIBUTE_EXEMPT.iter().find(|(f, _)| *f == name) {
+            assert!(
+                !attributes.is_empty(),
+                "{name} is exempt from the #[path] check ({why}) but has no #[path] any more: drop the exemption"
+            );
+            continue;
+        }
+        for (number, line) in attributes {
+            found.push(format!("{name}:{number}: {}", line.trim()));
         }
     }
     assert!(
-        long.is_empty(),
-        "split these by job; no source file may exceed {MAX_LINES} lines:\n{}",
-        long.join("\n")
+        found.is_empty(),
+        "a module's file is where rustc looks for it, so its place says what it is (ARCHITECTURE.md, \
+         Invariants): make `x.rs` with child or test modules a folder (`x/mod.rs`, `x/tests.rs`), and an \
+         integration test of several files `tests/NAME/main.rs`; found:\n{}",
+        found.join("\n")
     );
+}
+
+#[test]
+fn the_path_check_would_see_an_attribute() {
+    let sample = [
+        "//! `#[path]` in prose is no attribute, nor is `#[path = \"a.rs\"]` in a comment.",
+        "#[cfg(test)]",
+        "#[path = \"x_tests.rs\"]",
+        "mod tests;",
+        "    #[path=\"nested.rs\"]",
+        "    mod nested;",
+        "#[cfg_attr(unix, path = \"unix.rs\")]",
+        "mod os;",
+        "// #[path = \"commented.rs\"]",
+        "#[pathological]",
+        "#[serde(path = \"not a module\")]",
+        "fn f() -> &'static str { \"#[path = \\\"in a string\\\"]\" }",
+    ]
+    .join("\n");
+    let lines: Vec<usize> = path_attributes(&sample).iter().map(|(n, _)| *n).collect();
+    assert_eq!(lines, vec![3, 5, 7]);
 }
 
 #[test]
@@ -279,7 +367,6 @@ fn the_checks_above_would_see_a_violation() {
     );
 }
 
-#[path = "tidy/imports.rs"]
 mod imports;
 
 #[test]

@@ -656,5 +656,4 @@ pub struct WaitResult {
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;

@@ -3,7 +3,6 @@
 //! one line, and never panics. The fuzz target `control_request` (fuzz/) runs the same checks
 //! ([`check::decode`]) for minutes.
 
-#[path = "decoder/check.rs"]
 mod check;
 
 use check::{Decoded, decode};

@@ -3,7 +3,7 @@
 //! [`Plan`] to write and the [`ChangeResult`] to tell the client once it is durable.
 //!
 //! Pure: no I/O, no locks, no waiting; only `plan_change` reads the clock, to stamp the change
-//! for the history. The rules are tested as data in `registry_tests/`.
+//! for the history. The rules are tested as data in `registry/tests/`.
 
 use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
 use rootsd_proto::{Root, WorkspaceName};

@@ -365,7 +365,7 @@ impl<'a> ConnectionState<'a> {
                 check_log(&params)?;
                 reply::<Log>(self.registry.log(&params))
             }
-            // In the table but without an arm: `connection_tests` fails on it.
+            // In the table but without an arm: `connection::tests` fails on it.
             other => Err(unknown_method(other)),
         }
     }
@@ -573,5 +573,4 @@ fn check_log(params: &rootsd_proto::wire::LogParams) -> Result<(), crate::error:
 }
 
 #[cfg(test)]
-#[path = "connection_tests.rs"]
 mod tests;

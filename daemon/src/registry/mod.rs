@@ -652,12 +652,8 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
     }
 }
 
-#[path = "registry_plan.rs"]
 mod plan;
-#[path = "registry_publish.rs"]
 mod publish;
-#[path = "registry_reconnect.rs"]
 mod reconnecting;
 #[cfg(test)]
-#[path = "registry_tests/mod.rs"]
 mod tests;
