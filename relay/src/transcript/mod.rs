@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use rootsd_proto::host_roots::{HostAnswer, HostRootsMode};
 use rootsd_proto::session::{Era, FetchBehaviour, SessionState};
 use rootsd_proto::wire::RootsSnapshot;
-use rootsd_proto::{Root, WorkspaceName};
 
 use super::{Config, Output, PublishAck, Relay, Side};
 
@@ -100,17 +99,8 @@ fn snapshot(event: &str) -> RootsSnapshot {
         .strip_prefix("revision ")
         .and_then(|rest| rest.split_once(':'))
         .unwrap_or_else(|| panic!("not a daemon event: {event:?}"));
-    RootsSnapshot {
-        workspace: WorkspaceName::default(),
-        revision: revision.parse().expect("a revision number"),
-        roots: dirs
-            .split_whitespace()
-            .map(|d| Root {
-                uri: format!("file:///{d}"),
-                name: Some(d.to_owned()),
-            })
-            .collect(),
-    }
+    let dirs: Vec<&str> = dirs.split_whitespace().collect();
+    crate::scenario::daemon_list(revision.parse().expect("a revision number"), &dirs)
 }
 
 /// `G revision N` or `G failed`.
