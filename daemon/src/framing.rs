@@ -1,21 +1,23 @@
 //! Reading lines off a connection within bounds: a line is at most
 //! [`wire::MAX_LINE_BYTES`](rootsd_proto::wire::MAX_LINE_BYTES), must be finished within
-//! [`PARTIAL_LINE_TIMEOUT`] of its first byte, and read buffer beyond [`READ_BUFFER_FREE`] is
-//! charged to one [`Budget`] shared by every connection. A buffer that grew for a long line
-//! shrinks back once the line is taken, and dropping the reader returns its charge, so the
-//! memory a peer made the daemon hold goes when the line or the peer does.
+//! [`PARTIAL_LINE_TIMEOUT`](crate::limits::PARTIAL_LINE_TIMEOUT) of its first byte (unless
+//! [`Tuning`](crate::limits::Tuning) says otherwise), and read buffer beyond
+//! [`READ_BUFFER_FREE`] is charged to one [`Budget`] shared by every connection. A buffer that
+//! grew for a long line shrinks back once the line is taken, and dropping the reader returns
+//! its charge, so the memory a peer made the daemon hold goes when the line or the peer does.
 //!
 //! This module frames bytes into lines and nothing else: it does not parse JSON or answer
 //! anyone, which `connection/` does with the [`FramingError`]s it returns.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::wire::{self, code};
 use tokio::io::AsyncReadExt as _;
 use tokio::time::Instant;
 
-use crate::limits::{PARTIAL_LINE_TIMEOUT, READ_BUFFER_FREE, READ_BUFFER_START};
+use crate::limits::{READ_BUFFER_FREE, READ_BUFFER_START};
 
 /// Bytes that all connections together may hold beyond their own allowance.
 #[derive(Debug)]
@@ -69,9 +71,9 @@ pub enum FramingError {
     NotUtf8,
     #[error(
         "a line was started but not finished within {}s: the connection is closed; send each request as one whole line",
-        PARTIAL_LINE_TIMEOUT.as_secs()
+        limit.as_secs_f64()
     )]
-    Unfinished,
+    Unfinished { limit: Duration },
     #[error(
         "rootsd is holding {limit} bytes of unfinished long lines from its clients, its limit, so this {wanted}-byte line cannot be read now: the connection is closed; retry shortly"
     )]
@@ -84,7 +86,7 @@ impl FramingError {
     /// The wire error code to close the connection with; `None` when the connection is gone.
     pub fn code(&self) -> Option<i64> {
         match self {
-            Self::TooLong | Self::NotUtf8 | Self::Unfinished => Some(code::INVALID_REQUEST),
+            Self::TooLong | Self::NotUtf8 | Self::Unfinished { .. } => Some(code::INVALID_REQUEST),
             Self::OverBudget { .. } => Some(code::BUSY),
             Self::Io(_) => None,
         }
@@ -102,22 +104,34 @@ pub struct LineReader<'a> {
     budget: &'a Budget,
     /// When the partial line in `buf` began to arrive.
     started: Option<Instant>,
+    /// How long a partial line may take to be finished:
+    /// [`crate::limits::PARTIAL_LINE_TIMEOUT`] unless a test says otherwise.
+    partial_line_timeout: Duration,
 }
 
 impl<'a> LineReader<'a> {
-    pub fn new(budget: &'a Budget) -> Self {
+    pub fn new(budget: &'a Budget, partial_line_timeout: Duration) -> Self {
         Self {
             buf: Vec::with_capacity(READ_BUFFER_START),
             scanned: 0,
             charged: 0,
             budget,
             started: None,
+            partial_line_timeout,
+        }
+    }
+
+    /// Why the partial line now buffered is cut off once [`Self::deadline`] has passed.
+    pub fn unfinished(&self) -> FramingError {
+        FramingError::Unfinished {
+            limit: self.partial_line_timeout,
         }
     }
 
     /// When the partial line now buffered must be finished, if one is.
     pub fn deadline(&self) -> Option<Instant> {
-        self.started.map(|started| started + PARTIAL_LINE_TIMEOUT)
+        self.started
+            .map(|started| started + self.partial_line_timeout)
     }
 
     /// The next whole line already received, without its newline (and a `\r` before it).
@@ -203,7 +217,7 @@ mod tests {
     use super::*;
 
     fn reader_with<'a>(budget: &'a Budget, bytes: &[u8]) -> LineReader<'a> {
-        let mut reader = LineReader::new(budget);
+        let mut reader = LineReader::new(budget, crate::limits::PARTIAL_LINE_TIMEOUT);
         for chunk in bytes.chunks(1000) {
             if reader.buf.len() + chunk.len() > reader.buf.capacity() {
                 reader.grow().unwrap();

@@ -34,7 +34,7 @@ pub const REFUSALS_AT_ONCE: usize = 64;
 /// How long a greeted connection that has registered no session and subscribed to nothing may
 /// stay idle (no request) before it is closed: a client that wants pushes says so; any other
 /// one-off client (rootsctl add, list, status) is done in milliseconds. It is told why
-/// (`-32009`, `"id": null`) and may reconnect. `server::run_tuned` takes another value, for tests.
+/// (`-32009`, `"id": null`) and may reconnect. `server::run_tuned` takes another value ([`Tuning`]), for tests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a new connection may take to say hello before it is closed.
@@ -184,3 +184,22 @@ pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 /// [`REFUSAL_TIMEOUT`], so that closing the connection then ends it cleanly (an unread byte would
 /// make the close a reset, which may drop the line before the peer reads it).
 pub const REFUSAL_DRAIN_BYTES: usize = 64 * 1024;
+
+/// The waits of `server::run` that a test may shorten rather than wait on the wall clock for;
+/// the daemon itself always runs with [`Tuning::default`], the limits above.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// [`IDLE_TIMEOUT`] unless a test says otherwise.
+    pub idle_timeout: Duration,
+    /// [`PARTIAL_LINE_TIMEOUT`] unless a test says otherwise.
+    pub partial_line_timeout: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Self {
+            idle_timeout: IDLE_TIMEOUT,
+            partial_line_timeout: PARTIAL_LINE_TIMEOUT,
+        }
+    }
+}

@@ -14,9 +14,9 @@ use crate::error::StoreError;
 use crate::framing::Budget;
 use crate::groups;
 use crate::info::{Access, AdmittedPeer, DaemonInfo, Role};
+pub use crate::limits::Tuning;
 use crate::limits::{
-    IDLE_TIMEOUT, INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_DRAIN_BYTES, REFUSAL_TIMEOUT,
-    REFUSALS_AT_ONCE,
+    INPUT_BUDGET, MAX_CONNECTIONS, REFUSAL_DRAIN_BYTES, REFUSAL_TIMEOUT, REFUSALS_AT_ONCE,
 };
 use crate::registry::Registry;
 use crate::shares::Shares;
@@ -38,21 +38,6 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), StoreError> {
     run_tuned(listener, registry, info, shutdown, Tuning::default()).await
-}
-
-/// The waits of [`run`] that a test may shorten rather than wait on the wall clock for.
-#[derive(Clone, Copy, Debug)]
-pub struct Tuning {
-    /// [`IDLE_TIMEOUT`] unless a test says otherwise.
-    pub idle_timeout: Duration,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Self {
-            idle_timeout: IDLE_TIMEOUT,
-        }
-    }
 }
 
 /// [`run`] with `tuning` instead of the limits' waits.
@@ -142,16 +127,8 @@ pub async fn run_replaceable(
         let shutdown = shutdown.clone();
         tracker.spawn(tracing::Instrument::instrument(
             async move {
-                crate::connection::serve(
-                    stream,
-                    peer,
-                    registry,
-                    info,
-                    input,
-                    shutdown,
-                    tuning.idle_timeout,
-                )
-                .await;
+                crate::connection::serve(stream, peer, registry, info, input, shutdown, tuning)
+                    .await;
                 drop(share);
                 drop(permit);
             },

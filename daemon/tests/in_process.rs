@@ -142,6 +142,7 @@ async fn an_idle_connection_with_nothing_registered_or_watched_is_closed_and_tol
     };
     let tuning = server::Tuning {
         idle_timeout: std::time::Duration::from_millis(300),
+        ..server::Tuning::default()
     };
     let daemon = tokio::spawn(server::run_tuned(
         listener,
@@ -190,4 +191,90 @@ async fn an_idle_connection_with_nothing_registered_or_watched_is_closed_and_tol
         .expect("the server task")
         .expect("run ends cleanly");
     closer.close();
+}
+
+/// A daemon served by [`server::run_tuned`] from a fresh state directory, until `stop`.
+struct Served {
+    _dir: tempfile::TempDir,
+    socket_path: std::path::PathBuf,
+    shutdown: CancellationToken,
+    daemon: tokio::task::JoinHandle<Result<(), rootsd::error::StoreError>>,
+    closer: rootsd::socket::SocketCloser,
+}
+
+impl Served {
+    fn start(tuning: server::Tuning) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("state dir");
+        let socket_path = dir.path().join("s.sock");
+        let registry = Arc::new(Registry::new(store::open(&state).expect("open")).expect("serve"));
+        let (listener, closer) = rootsd::socket::bind(&socket_path, &state)
+            .expect("bind")
+            .split();
+        let shutdown = CancellationToken::new();
+        let info = DaemonInfo {
+            socket: socket_path.clone(),
+            state_dir: state,
+            socket_activated: false,
+            access: Access::Owner,
+            admin_group: None,
+        };
+        let daemon = tokio::spawn(server::run_tuned(
+            listener,
+            registry,
+            info,
+            shutdown.clone(),
+            tuning,
+        ));
+        Self {
+            _dir: dir,
+            socket_path,
+            shutdown,
+            daemon,
+            closer,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.daemon
+            .await
+            .expect("the server task")
+            .expect("run ends cleanly");
+        self.closer.close();
+    }
+}
+
+// On tokio's paused clock the daemon's real 10 s limit passes as soon as nothing else is left to
+// do, so the default bound and its message are checked without waiting for them.
+#[tokio::test(start_paused = true)]
+async fn a_line_left_unfinished_is_cut_off_with_an_error() {
+    let tuning = server::Tuning::default();
+    let served = Served::start(tuning);
+    let hello = json!({"protocol_version": rootsd_proto::wire::PROTOCOL_VERSION});
+    let mut client = Line::connect(&served.socket_path).await;
+    client.call(1, "hello", hello.clone()).await;
+    let mut raw = Line::connect(&served.socket_path).await;
+    raw.call(1, "hello", hello.clone()).await;
+    let started = tokio::time::Instant::now();
+    raw.writer
+        .write_all(br#"{"jsonrpc":"2.0","id":2,"method":"sta"#)
+        .await
+        .expect("write half a line");
+    let error = raw.next().await.expect("an error before the close");
+    let waited = started.elapsed();
+    assert_eq!(error["id"], Value::Null, "{error}");
+    assert_eq!(error["error"]["code"], json!(-32600), "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not finished within 10s"), "{message}");
+    assert!(raw.next().await.is_none(), "the connection is closed");
+    assert!(
+        waited >= tuning.partial_line_timeout,
+        "cut off too early, after {waited:?}"
+    );
+    // Other connections are untouched.
+    let status = client.call(2, "status", json!({})).await;
+    assert!(status["result"]["pid"].is_u64(), "{status}");
+    served.stop().await;
 }

@@ -23,6 +23,8 @@ pub mod paths;
 pub mod rendezvous;
 pub mod root;
 pub mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wire;
 pub mod workspace;
 

@@ -168,31 +168,8 @@ impl Sandbox {
     /// [`Sandbox::rootsd`]: other flags, environment or a wrapper that `exec`s it), and waits
     /// until it answers on the socket.
     #[track_caller]
-    pub fn start_daemon_with(&self, mut cmd: Command) -> Daemon {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rootsd");
-        let mut daemon = Daemon::new(child);
-        eventually("rootsd to answer", PATIENCE, || {
-            if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
-                panic!(
-                    "rootsd exited with {status} before answering: {}",
-                    daemon.stderr()
-                );
-            }
-            if answers(&self.socket) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "rootsd runs, but {} does not answer",
-                    self.socket.display()
-                ))
-            }
-        });
-        daemon
+    pub fn start_daemon_with(&self, cmd: Command) -> Daemon {
+        start_daemon_at(cmd, &self.socket)
     }
 
     /// The `rootsctl` command for this sandbox, with autostart off unless a test turns it on.
@@ -220,9 +197,9 @@ impl Sandbox {
         home
     }
 
-    /// Runs `rootsctl ARGS` to completion.
+    /// Runs `rootsctl ARGS` to completion, within the harness's patience.
     pub fn ctl(&self, args: &[&str]) -> Output {
-        self.rootsctl().args(args).output().expect("run rootsctl")
+        output_within(self.rootsctl().args(args))
     }
 
     /// Runs `rootsctl ARGS`, asserts success, and returns stdout.
@@ -256,11 +233,48 @@ impl Sandbox {
     }
 }
 
+/// Starts `cmd`, which must run a daemon serving `socket`, and waits until it answers there: how
+/// [`Sandbox::start_daemon_with`] and the packaging tests' installed daemons start.
+#[track_caller]
+pub fn start_daemon_at(mut cmd: Command, socket: &Path) -> Daemon {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rootsd");
+    let mut daemon = Daemon::new(child);
+    eventually("rootsd to answer", PATIENCE, || {
+        if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
+            panic!(
+                "rootsd exited with {status} before answering: {}",
+                daemon.stderr()
+            );
+        }
+        if answers(socket) {
+            Ok(())
+        } else {
+            Err(format!(
+                "rootsd runs, but {} does not answer",
+                socket.display()
+            ))
+        }
+    });
+    daemon
+}
+
 /// Runs `cmd` to completion with stdin empty, capturing stdout and stderr; fails the test (after
 /// killing it) if it runs longer than [`PATIENCE`]. For commands that should exit on their own but
 /// might, through a bug, keep running.
 #[track_caller]
 pub fn output_within(cmd: &mut Command) -> Output {
+    run_within(cmd, PATIENCE)
+}
+
+/// [`output_within`] with a deadline of `limit` instead: for the slow commands of packaging (a
+/// build, dpkg) that may take minutes on a loaded machine.
+#[track_caller]
+pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
     use std::io::Read;
     let mut child = Reaped(
         cmd.stdin(Stdio::null())
@@ -280,7 +294,7 @@ pub fn output_within(cmd: &mut Command) -> Output {
     }
     let stdout = drain(child.0.stdout.take());
     let stderr = drain(child.0.stderr.take());
-    let status = eventually(&format!("{cmd:?} to exit"), PATIENCE, || {
+    let status = eventually(&format!("{cmd:?} to exit"), limit, || {
         child
             .0
             .try_wait()
@@ -345,11 +359,6 @@ pub fn assert_exit(output: &Output, code: i32, what: &str) {
         stdout_of(output),
         stderr_of(output)
     );
-}
-
-/// `rootsctl ARGS` for `sandbox`, with a deadline.
-pub fn ctl(sandbox: &Sandbox, args: &[&str]) -> Output {
-    output_within(sandbox.rootsctl().args(args))
 }
 
 /// Whether something accepts connections at `socket` and answers a hello.

@@ -27,7 +27,7 @@ use crate::envelope::{self, Incoming, failure_line, success_line};
 use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
 use crate::info::{AdmittedPeer, DaemonInfo};
-use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, WRITE_TIMEOUT};
+use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, Tuning, WRITE_TIMEOUT};
 use crate::registry::{Published, Registry, Session};
 use crate::store::Health;
 
@@ -41,10 +41,14 @@ pub async fn serve(
     info: Arc<DaemonInfo>,
     input: Arc<Budget>,
     shutdown: CancellationToken,
-    idle_timeout: Duration,
+    tuning: Tuning,
 ) {
+    let Tuning {
+        idle_timeout,
+        partial_line_timeout,
+    } = tuning;
     let _client = registry.client_connected();
-    let mut lines = LineReader::new(&input);
+    let mut lines = LineReader::new(&input, partial_line_timeout);
     let mut state = ConnectionState {
         peer,
         registry: &registry,
@@ -78,7 +82,7 @@ pub async fn serve(
                     let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
                     break;
                 }
-                () = sleep_until(lines.deadline()) => Event::Line(Err(FramingError::Unfinished)),
+                () = sleep_until(lines.deadline()) => Event::Line(Err(lines.unfinished())),
                 filled = lines.fill(&stream) => match filled {
                     Ok(true) => continue,
                     Ok(false) => break,

@@ -184,7 +184,9 @@ pub fn run(scenario: &Scenario, start: Instant) {
                 expected
             }
             Event::Roots { revision, count } => {
-                let snapshot = snapshot(*revision, *count);
+                let paths: Vec<String> = (0..count % 4).map(|i| format!("srv/r{i}")).collect();
+                let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+                let snapshot = daemon_list(u64::from(*revision), &paths);
                 checker.roots(
                     serde_json::to_value(ListRootsResult {
                         roots: snapshot.roots.clone(),
@@ -212,14 +214,18 @@ pub fn run(scenario: &Scenario, start: Instant) {
     }
 }
 
-fn snapshot(revision: u8, count: u8) -> RootsSnapshot {
+/// The daemon's list of the default workspace at `revision`: each of `paths` (relative, without
+/// a leading `/`) as `file:///<path>`, named after its last component. The one builder of lists
+/// for the relay's scenarios, transcripts and unit tests.
+pub(crate) fn daemon_list(revision: u64, paths: &[&str]) -> RootsSnapshot {
     RootsSnapshot {
         workspace: WorkspaceName::default(),
-        revision: u64::from(revision),
-        roots: (0..count % 4)
-            .map(|i| Root {
-                uri: format!("file:///srv/r{i}"),
-                name: Some(format!("r{i}")),
+        revision,
+        roots: paths
+            .iter()
+            .map(|p| Root {
+                uri: format!("file:///{p}"),
+                name: p.rsplit('/').next().map(str::to_owned),
             })
             .collect(),
     }

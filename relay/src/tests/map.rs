@@ -6,7 +6,6 @@ use std::path::Path;
 
 use rootsd_proto::mapping::{Mapping, PathMap, WithheldReason, WithheldRoot};
 use rootsd_proto::session::{self, Notice};
-use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
 use super::t0;
@@ -30,17 +29,9 @@ fn mapped_relay() -> Relay {
 
 /// The daemon's list at `revision`: `paths` under `/home/u`, named after their last component.
 fn snapshot(revision: u64, paths: &[&str]) -> RootsSnapshot {
-    RootsSnapshot {
-        workspace: WorkspaceName::default(),
-        revision,
-        roots: paths
-            .iter()
-            .map(|p| Root {
-                uri: format!("file:///home/u/{p}"),
-                name: p.rsplit('/').next().map(str::to_owned),
-            })
-            .collect(),
-    }
+    let paths: Vec<String> = paths.iter().map(|p| format!("home/u/{p}")).collect();
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    crate::scenario::daemon_list(revision, &paths)
 }
 
 fn send(relay: &mut Relay, side: Side, message: Value) -> Vec<Output> {

@@ -1,7 +1,6 @@
 //! The relay's rules, one behaviour per test, with plain function calls.
 
 use rootsd_proto::session::{Era, ServerInfo, SessionState};
-use rootsd_proto::{Root, WorkspaceName};
 use serde_json::{Value, json};
 
 mod map;
@@ -29,18 +28,10 @@ impl At for Relay {
     }
 }
 
+/// The daemon's list at `revision`: `dirs` at the root of the file system, named after
+/// themselves.
 fn snapshot(revision: u64, dirs: &[&str]) -> RootsSnapshot {
-    RootsSnapshot {
-        workspace: WorkspaceName::default(),
-        revision,
-        roots: dirs
-            .iter()
-            .map(|d| Root {
-                uri: format!("file:///{d}"),
-                name: Some((*d).to_owned()),
-            })
-            .collect(),
-    }
+    crate::scenario::daemon_list(revision, dirs)
 }
 
 fn host(relay: &mut Relay, message: Value) -> Vec<Output> {

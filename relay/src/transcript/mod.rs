@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use rootsd_proto::host_roots::{HostAnswer, HostRootsMode};
 use rootsd_proto::session::{Era, FetchBehaviour, SessionState};
+use rootsd_proto::testing::{assert_same_text, dedent};
 use rootsd_proto::wire::RootsSnapshot;
-use rootsd_proto::{Root, WorkspaceName};
 
 use super::{Config, Output, PublishAck, Relay, Side};
 
@@ -85,10 +85,7 @@ pub(super) fn check(config: Config, transcript: &str) {
             actual.push('\n');
         }
     }
-    assert!(
-        actual == expected,
-        "the relay's transcript differs.\n--- expected\n{expected}--- actual\n{actual}"
-    );
+    assert_same_text("the relay's transcript", &expected, &actual);
 }
 
 pub(super) fn handshake() -> Config {
@@ -100,17 +97,8 @@ fn snapshot(event: &str) -> RootsSnapshot {
         .strip_prefix("revision ")
         .and_then(|rest| rest.split_once(':'))
         .unwrap_or_else(|| panic!("not a daemon event: {event:?}"));
-    RootsSnapshot {
-        workspace: WorkspaceName::default(),
-        revision: revision.parse().expect("a revision number"),
-        roots: dirs
-            .split_whitespace()
-            .map(|d| Root {
-                uri: format!("file:///{d}"),
-                name: Some(d.to_owned()),
-            })
-            .collect(),
-    }
+    let dirs: Vec<&str> = dirs.split_whitespace().collect();
+    crate::scenario::daemon_list(revision.parse().expect("a revision number"), &dirs)
 }
 
 /// `G revision N` or `G failed`.
@@ -236,18 +224,10 @@ fn summary(state: &SessionState) -> String {
 
 /// Drops the indentation the transcript has in the test's source and blank lines.
 fn normalise(transcript: &str) -> String {
-    let lines: Vec<&str> = transcript
+    dedent(transcript)
         .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    let margin = lines
-        .iter()
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    lines
-        .iter()
-        .map(|l| format!("{}\n", l[margin..].trim_end()))
+        .filter(|l| !l.is_empty())
+        .map(|l| format!("{l}\n"))
         .collect()
 }
 

@@ -84,35 +84,6 @@ fn stalled_half_lines_hold_a_bounded_amount_and_it_returns_when_their_peers_go()
 }
 
 #[test]
-fn a_line_left_unfinished_is_cut_off_with_an_error() {
-    let sb = Sandbox::new();
-    let _daemon = sb.start_daemon();
-    let mut client = sb.connect();
-    let started = Instant::now();
-    let stream = UnixStream::connect(&sb.socket).unwrap();
-    let mut raw = RawClient::from_stream(stream.try_clone().unwrap());
-    raw.send_line(&rootsd_tests::hello_line(1));
-    raw.read_line().expect("hello answered");
-    (&stream)
-        .write_all(br#"{"jsonrpc":"2.0","id":2,"method":"sta"#)
-        .unwrap();
-    let error: Value =
-        serde_json::from_str(&raw.read_line().expect("an error before the close")).unwrap();
-    assert_eq!(error["id"], Value::Null, "{error}");
-    assert_eq!(error["error"]["code"], json!(-32600), "{error}");
-    let message = error["error"]["message"].as_str().unwrap();
-    assert!(message.contains("not finished within 10s"), "{message}");
-    assert_eq!(raw.read_line(), None, "the connection is closed");
-    assert!(
-        started.elapsed() >= Duration::from_secs(9),
-        "cut off too early"
-    );
-    // Other connections are untouched.
-    let status = client.request("status", json!({}));
-    assert!(status["result"]["pid"].is_u64(), "{status}");
-}
-
-#[test]
 fn a_watcher_that_stops_reading_gets_the_newest_state_not_every_change_it_missed() {
     const CHANGES: usize = 100;
     let sb = Sandbox::new();

@@ -10,7 +10,7 @@ use rootsd_tests::{PATIENCE, Sandbox, answers, eventually, output_within};
 use serde_json::{Value, json};
 
 use crate::support::{
-    AutostartGuard, Reaped, assert_exit, ctl, ctl_json, lines_of, plain_uri, run_into_closed_pipe,
+    AutostartGuard, Reaped, assert_exit, ctl_json, lines_of, plain_uri, run_into_closed_pipe,
     spawn_watch, status, stderr_of, stdout_of, uris,
 };
 
@@ -194,7 +194,7 @@ fn no_autostart_flag_exits_3_saying_rootsd_is_not_running_at_the_socket() {
 fn no_autostart_env_set_to_1_exits_3() {
     let sb = Sandbox::new();
     // Sandbox::rootsctl sets ROOTSD_NO_AUTOSTART=1, as the help text documents.
-    let output = ctl(&sb, &["list"]);
+    let output = sb.ctl(&["list"]);
     assert_exit(&output, 3, "ROOTSD_NO_AUTOSTART=1 rootsctl list");
     let err = stderr_of(&output);
     assert!(
@@ -221,7 +221,7 @@ fn usage_errors_exit_2() {
         (vec!["list", "--all", "--workspace", "default"], "--all"),
         (vec!["completions", "tcsh"], "tcsh"),
     ] {
-        let output = ctl(&sb, &args);
+        let output = sb.ctl(&args);
         assert_exit(&output, 2, &format!("{args:?}"));
         let err = stderr_of(&output);
         assert!(err.contains(says), "{args:?} explains itself: {err}");
@@ -438,7 +438,7 @@ fn completions_into_a_closed_stdout_exit_0_quietly() {
 #[test]
 fn completions_bash_prints_a_script() {
     let sb = Sandbox::new();
-    let output = ctl(&sb, &["completions", "bash"]);
+    let output = sb.ctl(&["completions", "bash"]);
     assert_exit(&output, 0, "completions bash");
     let script = stdout_of(&output);
     assert!(script.contains("complete "), "{script}");
@@ -472,7 +472,7 @@ fn completions_bash_prints_a_script() {
     );
 
     for shell in ["zsh", "fish"] {
-        let output = ctl(&sb, &["completions", shell]);
+        let output = sb.ctl(&["completions", shell]);
         assert_exit(&output, 0, &format!("completions {shell}"));
         assert!(stdout_of(&output).contains("rootsctl"), "{shell}");
     }

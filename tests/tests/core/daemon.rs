@@ -411,7 +411,7 @@ fn the_daemon_keeps_serving_after_a_client_vanishes_mid_request() {
     }
     let value: Value = status(&sb);
     assert_eq!(value["roots"], json!(0));
-    assert_exit(&crate::support::ctl(&sb, &["list"]), 0, "list");
+    assert_exit(&sb.ctl(&["list"]), 0, "list");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use rootsd_tests::{Daemon, RawClient, Sandbox, output_within};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use crate::support::{assert_exit, ctl, ctl_json, plain_uri, stderr_of, stdout_of};
+use crate::support::{assert_exit, ctl_json, plain_uri, stderr_of, stdout_of};
 
 /// Runs `rootsctl ARGS`, which must succeed; returns its pid and stdout.
 fn ctl_with_pid(sb: &Sandbox, args: &[&str]) -> (u32, String) {
@@ -156,7 +156,7 @@ fn log_lists_every_change_newest_first_naming_the_user_and_the_rootsctl_process_
         &["log", "-n", "x"],
         &["log", "-w", "a b"],
     ] {
-        assert_exit(&ctl(&sb, bad), 2, &format!("rootsctl {bad:?}"));
+        assert_exit(&sb.ctl(bad), 2, &format!("rootsctl {bad:?}"));
     }
 }
 
@@ -309,7 +309,7 @@ fn the_history_keeps_the_newest_1000_changes_through_compaction_paging_and_resta
     let newest = &log["entries"][0]["renamed"][0];
     assert_eq!(newest["name"], json!(format!("n{}", total - 1)));
     assert_eq!(newest["previous_name"], json!(format!("n{}", total - 11)));
-    let table = ctl(&sb, &["log", "-n", "5000"]);
+    let table = sb.ctl(&["log", "-n", "5000"]);
     assert_exit(&table, 0, "rootsctl log -n 5000");
     assert_eq!(stdout_of(&table).lines().count(), 1001);
     assert!(

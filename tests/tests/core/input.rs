@@ -11,7 +11,7 @@ use std::sync::mpsc::Receiver;
 use rootsd_tests::{PATIENCE, Sandbox, bin, output_within};
 use serde_json::json;
 
-use crate::support::{Reaped, assert_exit, ctl, spawn_watch, status, stderr_of, stdout_of};
+use crate::support::{Reaped, assert_exit, spawn_watch, status, stderr_of, stdout_of};
 
 /// Asserts that `text` holds no control character but the newlines ending its lines.
 #[track_caller]
@@ -50,7 +50,7 @@ fn empty_and_blank_arguments_are_usage_errors_naming_their_position() {
             "PATH|URI|NAME argument 2 is only whitespace",
         ),
     ] {
-        let output = ctl(&sb, &args);
+        let output = sb.ctl(&args);
         assert_exit(&output, 2, &format!("{args:?}"));
         let err = stderr_of(&output);
         assert!(err.contains(says), "{args:?} explains itself: {err}");

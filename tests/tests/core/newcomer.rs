@@ -7,21 +7,21 @@ use std::process::Command;
 
 use rootsd_tests::{Sandbox, bin, output_within, without_privilege};
 
-use crate::support::{assert_exit, ctl, stderr_of, stdout_of};
+use crate::support::{assert_exit, stderr_of, stdout_of};
 
 #[test]
 fn the_hint_for_an_empty_workspace_names_it_unless_it_is_the_default() {
     let sb = Sandbox::new();
     let _daemon = sb.start_daemon();
 
-    let scratch = ctl(&sb, &["list", "-w", "scratch"]);
+    let scratch = sb.ctl(&["list", "-w", "scratch"]);
     assert_exit(&scratch, 0, "list of an empty workspace");
     assert_eq!(
         stdout_of(&scratch),
         "no roots in workspace scratch (add one with `rootsctl add -w scratch PATH`)\n"
     );
 
-    let default = ctl(&sb, &["list"]);
+    let default = sb.ctl(&["list"]);
     assert_exit(&default, 0, "list of the empty default workspace");
     assert_eq!(
         stdout_of(&default),

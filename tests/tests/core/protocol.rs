@@ -238,7 +238,7 @@ fn rootsctl_refuses_a_daemon_of_another_protocol_version_and_names_the_side_to_u
         json!({"jsonrpc": "2.0", "id": hello["id"], "result":
             {"protocol_version": rootsd_tests::PROTOCOL_VERSION + 1, "daemon_version": "9.0.0", "pid": 1}})
     });
-    let output = crate::support::ctl(&sb, &["status"]);
+    let output = sb.ctl(&["status"]);
     fake.join().unwrap();
     crate::support::assert_exit(&output, 1, "status against a newer daemon");
     let stderr = crate::support::stderr_of(&output);
@@ -259,7 +259,7 @@ fn rootsctl_refuses_a_daemon_of_another_protocol_version_and_names_the_side_to_u
         json!({"jsonrpc": "2.0", "id": hello["id"], "result":
             {"protocol_version": 0, "daemon_version": "0.0.1", "pid": 1}})
     });
-    let output = crate::support::ctl(&sb, &["status"]);
+    let output = sb.ctl(&["status"]);
     fake.join().unwrap();
     crate::support::assert_exit(&output, 1, "status against an older daemon");
     let stderr = crate::support::stderr_of(&output);
@@ -280,7 +280,7 @@ fn rootsctl_explains_a_daemon_that_refuses_its_protocol_version() {
         &sb.socket,
         move |hello| json!({"jsonrpc": "2.0", "id": hello["id"], "error": {"code": -32000, "message": refusal}}),
     );
-    let output = crate::support::ctl(&sb, &["status"]);
+    let output = sb.ctl(&["status"]);
     fake.join().unwrap();
     crate::support::assert_exit(&output, 1, "status against a daemon refusing its protocol");
     let stderr = crate::support::stderr_of(&output);

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use rootsd_tests::{Sandbox, output_within};
 use serde_json::{Value, json};
 
-use crate::support::{assert_exit, ctl, ctl_json, decode, plain_uri, status, stderr_of, uris};
+use crate::support::{assert_exit, ctl_json, decode, plain_uri, status, stderr_of, uris};
 
 #[test]
 fn list_json_prints_exactly_the_mcp_roots_result() {
@@ -103,7 +103,7 @@ fn awkward_paths_round_trip_to_the_same_percent_encoded_uri() {
         } else {
             format!("odd/{name}")
         };
-        let output = ctl(&sb, &["add", &arg]);
+        let output = sb.ctl(&["add", &arg]);
         assert_exit(&output, 0, &format!("add {arg:?}"));
         expected.push(json!({
             "uri": format!("{}/{encoded}", plain_uri(&base)),
@@ -167,7 +167,7 @@ fn file_uris_get_the_same_checks_and_canonical_form_as_paths() {
         (format!("file://{base_path}/a#b"), "fragment"),
     ];
     for (uri, reason) in &refused {
-        let output = ctl(&sb, &["add", uri]);
+        let output = sb.ctl(&["add", uri]);
         assert_exit(&output, 1, &format!("add {uri}"));
         let err = stderr_of(&output);
         assert!(err.contains(uri.as_str()), "the message names {uri}: {err}");
@@ -223,7 +223,7 @@ fn missing_paths_files_and_other_schemes_are_refused_and_nothing_is_stored() {
             vec!["add", input],
             vec!["add", good.to_str().unwrap(), input],
         ] {
-            let output = ctl(&sb, &args);
+            let output = sb.ctl(&args);
             assert_exit(&output, 1, &format!("{args:?}"));
             let err = stderr_of(&output);
             assert!(err.contains(input), "the message names {input:?}: {err}");
@@ -242,7 +242,7 @@ fn allow_missing_accepts_a_path_that_does_not_exist_yet() {
     let sb = Sandbox::new();
     let _daemon = sb.start_daemon();
     let base = sb.mkdir("later");
-    let output = ctl(&sb, &["add", "--allow-missing", "later/not/yet"]);
+    let output = sb.ctl(&["add", "--allow-missing", "later/not/yet"]);
     assert_exit(&output, 0, "add --allow-missing");
     assert_eq!(
         sb.roots("default"),
@@ -268,7 +268,7 @@ fn removing_an_unknown_root_changes_nothing() {
         vec!["remove", keep.to_str().unwrap(), unknown.to_str().unwrap()],
         vec!["remove", "keep", "no-such-name"],
     ] {
-        let output = ctl(&sb, &args);
+        let output = sb.ctl(&args);
         assert_exit(&output, 1, &format!("{args:?}"));
         let err = stderr_of(&output);
         let named = args.last().unwrap();
@@ -304,7 +304,7 @@ fn remove_accepts_a_path_a_uri_or_a_name() {
     assert_eq!(uris(&sb.roots("default")), vec![plain_uri(&last)]);
 
     // Removing the last root works, with a warning about servers that ignore empty lists.
-    let output = ctl(&sb, &["remove", "last"]);
+    let output = sb.ctl(&["remove", "last"]);
     assert_exit(&output, 0, "remove the last root");
     let warning = stderr_of(&output);
     assert!(warning.contains("warning"), "{warning}");
@@ -343,7 +343,7 @@ fn workspaces_stay_separate() {
     );
 
     // A root of one workspace is unknown in another.
-    let output = ctl(&sb, &["remove", "a", "--workspace", "beta"]);
+    let output = sb.ctl(&["remove", "a", "--workspace", "beta"]);
     assert_exit(&output, 1, "remove alpha's root from beta");
     // Removing a shared directory from one workspace leaves the other alone.
     sb.ctl_ok(&["remove", "shared", "--workspace", "alpha"]);
@@ -402,7 +402,7 @@ fn one_root_named_twice_in_a_remove_is_removed_once() {
     let app = sb.mkdir("app");
     let keep = sb.mkdir("keep");
     sb.ctl_ok(&["add", app.to_str().unwrap(), keep.to_str().unwrap()]);
-    let output = ctl(&sb, &["remove", "--json", "app", &plain_uri(&app)]);
+    let output = sb.ctl(&["remove", "--json", "app", &plain_uri(&app)]);
     assert_exit(&output, 0, "remove one root by name and by URI");
     let change: serde_json::Value = serde_json::from_slice(&output.stdout).expect("remove --json");
     assert_eq!(

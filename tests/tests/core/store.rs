@@ -11,7 +11,7 @@ use rootsd_tests::{Daemon, PATIENCE, RawClient, Sandbox, eventually, output_with
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use crate::support::{assert_exit, ctl, ctl_json, stderr_of, stdout_of};
+use crate::support::{assert_exit, ctl_json, stderr_of, stdout_of};
 
 /// Adds `count` roots, one acknowledged request each, on a raw connection; returns their URIs.
 pub(crate) fn add_roots(sb: &Sandbox, count: usize) -> Vec<String> {
@@ -383,7 +383,7 @@ fn a_full_disk_refuses_changes_degrades_the_store_and_heals_once_there_is_room()
     // A change larger than a page: tmpfs gives a full disk no new page for it.
     let dir = sb.mkdir("refused");
     let long_name = "n".repeat(16 << 10);
-    let refused = ctl(&sb, &["add", dir.to_str().unwrap(), "--name", &long_name]);
+    let refused = sb.ctl(&["add", dir.to_str().unwrap(), "--name", &long_name]);
     assert_exit(&refused, 1, "add on a full disk");
     assert!(
         stderr_of(&refused).contains("nothing was changed"),
@@ -392,7 +392,7 @@ fn a_full_disk_refuses_changes_degrades_the_store_and_heals_once_there_is_room()
     );
     let store = store_state(&sb);
     assert_eq!(store["state"], json!("degraded"), "{store}");
-    let doctor = ctl(&sb, &["doctor"]);
+    let doctor = sb.ctl(&["doctor"]);
     assert_exit(&doctor, 1, "doctor with a degraded store");
     assert!(
         stdout_of(&doctor).contains("store"),
@@ -403,7 +403,7 @@ fn a_full_disk_refuses_changes_degrades_the_store_and_heals_once_there_is_room()
 
     std::fs::remove_file(filler).unwrap();
     let healed = eventually("an add once there is room", PATIENCE, || {
-        let output = ctl(&sb, &["add", dir.to_str().unwrap(), "--name", &long_name]);
+        let output = sb.ctl(&["add", dir.to_str().unwrap(), "--name", &long_name]);
         if output.status.success() {
             Ok(output)
         } else {
@@ -574,7 +574,7 @@ fn a_database_that_fails_to_sync_for_a_while_wedges_neither_writes_nor_shutdown(
     );
     for n in 0..3 {
         let dir = sb.mkdir(&format!("after-fault-{n}"));
-        let output = ctl(&sb, &["add", dir.to_str().unwrap()]);
+        let output = sb.ctl(&["add", dir.to_str().unwrap()]);
         assert_exit(&output, 0, &format!("add {n} after the database erred"));
         added.push(format!("file://{}", dir.display()));
     }

@@ -8,12 +8,12 @@ use std::sync::mpsc;
 use rootsd_tests::{PATIENCE, Sandbox, eventually};
 use serde_json::Value;
 
-pub use rootsd_tests::{AutostartGuard, Reaped, assert_exit, ctl, stderr_of, stdout_of};
+pub use rootsd_tests::{AutostartGuard, Reaped, assert_exit, stderr_of, stdout_of};
 
 /// Runs `rootsctl ARGS`, which must print one JSON value and succeed, and parses it.
 #[track_caller]
 pub fn ctl_json(sandbox: &Sandbox, args: &[&str]) -> Value {
-    let output = ctl(sandbox, args);
+    let output = sandbox.ctl(args);
     assert_exit(&output, 0, &format!("rootsctl {args:?}"));
     let text = stdout_of(&output);
     assert_eq!(

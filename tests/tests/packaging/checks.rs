@@ -10,7 +10,7 @@ use std::process::Command;
 
 use rootsd_tests::{PATIENCE, Sandbox};
 
-use crate::support::{files_under, run_within, subcommands, text, tool};
+use crate::support::{files_under, run_within, stderr_of, stdout_of, subcommands, tool};
 
 /// Where an installation put things. Paths are as the installed system sees them; `root` is
 /// where that system's `/` is in this test.
@@ -61,14 +61,14 @@ impl Installed {
         for name in ["rootsd", "rootsctl"] {
             let binary = self.at(&self.bin_dir).join(name);
             let output = run_within(Command::new(&binary).arg("--version"), PATIENCE);
-            let printed = text(&output.stdout);
+            let printed = stdout_of(&output);
             assert!(
                 output.status.success()
                     && printed.trim() == format!("{name} {}", env!("CARGO_PKG_VERSION")),
                 "{} --version: {}\n{printed}{}",
                 binary.display(),
                 output.status,
-                text(&output.stderr)
+                stderr_of(&output)
             );
         }
     }
@@ -157,7 +157,7 @@ impl Installed {
                 None => cmd.env_remove("MANPATH"),
             };
             let output = run_within(&mut cmd, PATIENCE);
-            let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+            let said = format!("{}{}", stdout_of(&output), stderr_of(&output));
             assert!(
                 output.status.success() && said.trim().is_empty(),
                 "systemd-analyze{} verify {to_verify:?}: {}\n{said}",
@@ -212,13 +212,13 @@ impl Installed {
                     .env_remove("PAGER"),
                 PATIENCE,
             );
-            let rendered = text(&output.stdout);
+            let rendered = stdout_of(&output);
             assert!(
                 output.status.success() && output.stderr.is_empty(),
                 "man -l {}: {}\n{}",
                 file.display(),
                 output.status,
-                text(&output.stderr)
+                stderr_of(&output)
             );
             let name_line = rendered
                 .lines()
@@ -243,10 +243,10 @@ impl Installed {
             }
             let output = run_within(&mut lookup, PATIENCE);
             assert_eq!(
-                text(&output.stdout).trim(),
+                stdout_of(&output).trim(),
                 file.display().to_string(),
                 "man -w {name} finds another page or none: {}",
-                text(&output.stderr)
+                stderr_of(&output)
             );
         }
     }
@@ -274,7 +274,7 @@ printf '%s\n' "${COMPREPLY[@]}""#;
                 .env("HOME", scratch.path()),
             PATIENCE,
         );
-        let said = text(&output.stdout);
+        let said = stdout_of(&output);
         assert!(
             output.status.success()
                 && output.stderr.is_empty()
@@ -283,7 +283,7 @@ printf '%s\n' "${COMPREPLY[@]}""#;
             "bash completion {}: {}\n{said}{}",
             file.display(),
             output.status,
-            text(&output.stderr)
+            stderr_of(&output)
         );
 
         // zsh finds `_rootsctl` through fpath, as it finds every completion function.
@@ -299,7 +299,7 @@ autoload -Uz +X _rootsctl || exit 1"#;
                 .env("HOME", scratch.path()),
             PATIENCE,
         );
-        let said = text(&output.stdout);
+        let said = stdout_of(&output);
         assert!(
             output.status.success()
                 && output.stderr.is_empty()
@@ -307,7 +307,7 @@ autoload -Uz +X _rootsctl || exit 1"#;
             "zsh completion in {}: {}\n{said}{}",
             dir.display(),
             output.status,
-            text(&output.stderr)
+            stderr_of(&output)
         );
 
         // fish loads a command's completions from fish_complete_path once the command is on
@@ -325,7 +325,7 @@ autoload -Uz +X _rootsctl || exit 1"#;
                 .env("HOME", scratch.path()),
             PATIENCE,
         );
-        let said = text(&output.stdout);
+        let said = stdout_of(&output);
         assert!(
             output.status.success()
                 && output.stderr.is_empty()
@@ -333,7 +333,7 @@ autoload -Uz +X _rootsctl || exit 1"#;
             "fish completion in {}: {}\n{said}{}",
             dir.display(),
             output.status,
-            text(&output.stderr)
+            stderr_of(&output)
         );
     }
 }

@@ -11,8 +11,8 @@ use rootsd_tests::Sandbox;
 
 use crate::checks::Installed;
 use crate::support::{
-    User, assert_same_tree, build_deb, built_dir, dpkg_lock, run_ok, snapshot, subcommands, text,
-    tool,
+    User, assert_same_tree, build_deb, built_dir, dpkg_lock, run_ok, snapshot, stdout_of,
+    subcommands, tool,
 };
 
 /// Every file the package holds, without the leading `./`.
@@ -50,7 +50,7 @@ fn listing(deb: &Path) -> Vec<(String, String, String)> {
             .arg(deb),
         "dpkg-deb -c",
     );
-    let mut entries: Vec<(String, String, String)> = text(&output.stdout)
+    let mut entries: Vec<(String, String, String)> = stdout_of(&output)
         .lines()
         .filter(|line| !line.starts_with('d'))
         .map(|line| {
@@ -115,7 +115,7 @@ fn the_package_holds_exactly_its_files_and_scripts_that_enable_nothing_and_remov
         "dpkg-deb --field",
     );
     assert_eq!(
-        text(&fields.stdout),
+        stdout_of(&fields),
         format!(
             "Package: rootsd\nVersion: {}-1\n",
             env!("CARGO_PKG_VERSION")
@@ -130,7 +130,7 @@ fn the_package_holds_exactly_its_files_and_scripts_that_enable_nothing_and_remov
             .args(["Maintainer", "Homepage"]),
         "dpkg-deb --field Maintainer Homepage",
     );
-    assert_eq!(text(&fields.stdout), "Maintainer: The rootsd developers\n");
+    assert_eq!(stdout_of(&fields), "Maintainer: The rootsd developers\n");
     let contents = out.path().join("contents");
     run_ok(
         Command::new(&dpkg_deb).arg("-x").arg(&deb).arg(&contents),
@@ -242,7 +242,7 @@ fn installed_version() -> Option<String> {
         .args(["--show", "--showformat=${Status} ${Version}", "rootsd"])
         .output()
         .expect("run dpkg-query");
-    let shown = text(&output.stdout);
+    let shown = stdout_of(&output);
     shown
         .strip_prefix("install ok installed ")
         .map(str::to_owned)
@@ -293,7 +293,7 @@ fn the_package_installs_upgrades_and_removes_with_dpkg_passing_every_check_and_k
 
     let enabled_before = enablement_links();
     let installing = run_ok(dpkg().arg("-i").arg(&deb), "dpkg -i");
-    let said = text(&installing.stdout);
+    let said = stdout_of(&installing);
     assert!(
         said.contains("systemctl --user enable --now rootsd.socket"),
         "the first install says how to start rootsd:\n{said}"
@@ -329,7 +329,7 @@ fn the_package_installs_upgrades_and_removes_with_dpkg_passing_every_check_and_k
     User::stop(daemon);
 
     let upgrading = run_ok(dpkg().arg("-i").arg(&upgrade), "dpkg -i (upgrade)");
-    let said = text(&upgrading.stdout);
+    let said = stdout_of(&upgrading);
     for told in [
         format!("upgraded from {}-1", env!("CARGO_PKG_VERSION")),
         "systemctl --user daemon-reload && systemctl --user restart rootsd.service".into(),
@@ -350,7 +350,7 @@ fn the_package_installs_upgrades_and_removes_with_dpkg_passing_every_check_and_k
 
     let state = snapshot(&user.state_dir());
     let removing = run_ok(dpkg().args(["-r", "rootsd"]), "dpkg -r");
-    let said = text(&removing.stdout);
+    let said = stdout_of(&removing);
     assert!(said.contains("Roots are kept"), "{said}");
     for file in expected_files() {
         let path = Path::new("/").join(&file);

@@ -14,7 +14,7 @@ use rootsd_tests::Sandbox;
 use crate::checks::Installed;
 use crate::support::{
     Entry, User, assert_same_tree, built_dir, profile, run_ok, run_within, script, snapshot,
-    subcommands, text,
+    stderr_of, stdout_of, subcommands,
 };
 
 /// `scripts/install ARGS --profile P --no-build`: the binaries the tests already use.
@@ -72,9 +72,9 @@ fn install_system_stages_exactly_its_files_under_a_destdir_and_uninstall_restore
         "scripts/install --system --destdir",
     );
     assert!(
-        text(&output.stdout).contains("install-manifest"),
+        stdout_of(&output).contains("install-manifest"),
         "{}",
-        text(&output.stdout)
+        stdout_of(&output)
     );
 
     let mut expected: Vec<String> = [
@@ -170,7 +170,7 @@ fn install_user_puts_everything_where_the_users_tools_look_and_uninstall_keeps_t
         user.env(&mut install(&["--user"])),
         "scripts/install --user",
     );
-    let said = text(&output.stdout);
+    let said = stdout_of(&output);
     assert!(
         said.contains(
             "systemctl --user daemon-reload && systemctl --user enable --now rootsd.socket"
@@ -219,7 +219,7 @@ fn install_user_puts_everything_where_the_users_tools_look_and_uninstall_keeps_t
 
     // Installing again is an upgrade: no --force needed, and it says how to restart.
     let again = run_ok(user.env(&mut install(&["--user"])), "scripts/install again");
-    let said = text(&again.stdout);
+    let said = stdout_of(&again);
     assert!(
         said.contains("systemctl --user restart rootsd.service"),
         "an upgrade does not say how to restart:\n{said}"
@@ -257,7 +257,7 @@ fn install_refuses_to_replace_files_it_did_not_install_and_then_changes_nothing(
         user.env(&mut install(&["--user"])),
         std::time::Duration::from_secs(600),
     );
-    let complaint = text(&output.stderr);
+    let complaint = stderr_of(&output);
     assert_eq!(output.status.code(), Some(1), "{complaint}");
     assert!(
         complaint.contains(&units.join("rootsd.service").display().to_string())
@@ -272,9 +272,9 @@ fn install_refuses_to_replace_files_it_did_not_install_and_then_changes_nothing(
     );
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        text(&output.stderr).contains("nothing to uninstall"),
+        stderr_of(&output).contains("nothing to uninstall"),
         "{}",
-        text(&output.stderr)
+        stderr_of(&output)
     );
     assert_same_tree(&before, &snapshot(&user.home), "the home directory");
 }
@@ -293,7 +293,7 @@ fn an_install_that_stops_part_way_is_listed_and_undone_by_uninstall() {
         &mut install(&["--system", "--destdir", stage_arg]),
         std::time::Duration::from_secs(600),
     );
-    let said = text(&output.stderr);
+    let said = stderr_of(&output);
     assert_eq!(output.status.code(), Some(1), "{said}");
     assert!(said.contains("stopped part-way"), "{said}");
     let manifest = stage.join("usr/local/share/rootsd/install-manifest");
@@ -322,7 +322,7 @@ fn install_prefix_is_where_the_files_live_and_destdir_where_they_are_staged() {
         &mut install(&options),
         "scripts/install --system --prefix /usr --destdir",
     );
-    let said = text(&output.stdout);
+    let said = stdout_of(&output);
     assert!(
         said.contains(&format!(
             "scripts/install --system --prefix /usr --destdir {stage_arg} --uninstall"
@@ -373,11 +373,11 @@ fn install_prefix_is_where_the_files_live_and_destdir_where_they_are_staged() {
         &mut uninstall(&["--system", "--destdir", stage_arg]),
         rootsd_tests::PATIENCE,
     );
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
     assert!(
-        text(&output.stderr).contains("--prefix and --destdir"),
+        stderr_of(&output).contains("--prefix and --destdir"),
         "{}",
-        text(&output.stderr)
+        stderr_of(&output)
     );
     run_ok(
         &mut uninstall(&options),
@@ -392,9 +392,9 @@ fn install_prefix_is_where_the_files_live_and_destdir_where_they_are_staged() {
     );
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        text(&output.stderr).contains("not an absolute path")
-            && text(&output.stderr).contains("--destdir"),
+        stderr_of(&output).contains("not an absolute path")
+            && stderr_of(&output).contains("--destdir"),
         "{}",
-        text(&output.stderr)
+        stderr_of(&output)
     );
 }

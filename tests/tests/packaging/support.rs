@@ -8,9 +8,10 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rootsd_tests::{Daemon, PATIENCE, answers, bin};
+use rootsd_tests::{Daemon, PATIENCE, bin};
+pub use rootsd_tests::{run_within, stderr_of, stdout_of};
 use rustix::process::Signal;
 
 /// Building a package or running dpkg can take minutes on a loaded 2-core machine.
@@ -70,45 +71,6 @@ pub fn require_cargo_deb() {
     );
 }
 
-/// Runs `cmd` to completion within `limit`, capturing its output.
-pub fn run_within(cmd: &mut Command, limit: Duration) -> Output {
-    use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll the command") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: stdout.join().expect("read stdout"),
-        stderr: stderr.join().expect("read stderr"),
-    }
-}
-
 /// Runs a slow command (a build, dpkg) and asserts that it succeeded.
 #[track_caller]
 pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
@@ -117,14 +79,10 @@ pub fn run_ok(cmd: &mut Command, what: &str) -> Output {
         output.status.success(),
         "{what} failed with {}\nstdout: {}\nstderr: {}",
         output.status,
-        text(&output.stdout),
-        text(&output.stderr)
+        stdout_of(&output),
+        stderr_of(&output)
     );
     output
-}
-
-pub fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// One of the repository's scripts, with the target directory of these tests' binaries.
@@ -187,7 +145,7 @@ pub fn build_deb(out: &Path, revision: u32) -> PathBuf {
             .args(["--deb-revision", &revision.to_string(), "--fast"]),
         "scripts/deb",
     );
-    let printed = text(&output.stdout);
+    let printed = stdout_of(&output);
     let deb = PathBuf::from(printed.lines().last().unwrap_or_default().trim());
     assert!(
         deb.is_file() && deb.starts_with(out),
@@ -205,7 +163,7 @@ pub fn subcommands() -> Vec<String> {
             Command::new(bin("rootsctl")).args(args).arg("--help"),
             &format!("rootsctl {} --help", args.join(" ")),
         );
-        text(&output.stdout)
+        stdout_of(&output)
             .lines()
             .skip_while(|l| l.trim_end() != "Commands:")
             .skip(1)
@@ -351,23 +309,9 @@ impl User {
 
     /// Starts `bin_dir/rootsd` with default paths and waits until it answers.
     pub fn start(&self, bin_dir: &Path) -> Daemon {
-        let child = self
-            .env(&mut Command::new(bin_dir.join("rootsd")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn rootsd");
-        let mut daemon = Daemon::new(child);
-        let deadline = Instant::now() + PATIENCE;
-        while !answers(&self.socket()) {
-            if let Some(status) = daemon.child.try_wait().expect("poll rootsd") {
-                panic!("rootsd exited with {status}: {}", daemon.stderr());
-            }
-            assert!(Instant::now() < deadline, "rootsd did not answer in time");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        daemon
+        let mut cmd = Command::new(bin_dir.join("rootsd"));
+        self.env(&mut cmd);
+        rootsd_tests::start_daemon_at(cmd, &self.socket())
     }
 
     /// Stops a daemon the way systemd would, and waits for it.
@@ -394,9 +338,9 @@ impl User {
             output.status.success(),
             "rootsctl {args:?} failed with {}: {}",
             output.status,
-            text(&output.stderr)
+            stderr_of(&output)
         );
-        text(&output.stdout)
+        stdout_of(&output)
     }
 
     /// The URIs of the default workspace's roots, as `bin_dir/rootsctl` lists them.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{
     FakeLog, FakeSession, FakeSetup, MODERN_VERSION, Proxy, add_wait, assert_exit, calls_of,
-    caps_with_roots, ctl, daemon_roots, emit, fake_server, is_method, is_response_to,
+    caps_with_roots, daemon_roots, emit, fake_server, is_method, is_response_to,
     list_changed_count, modern_call, modern_meta, roots_answers, round_trip, show,
     wait_for_no_sessions, wait_for_session,
 };
@@ -570,25 +570,25 @@ fn add_wait_does_not_wait_for_a_session_whose_server_never_asked_for_roots() {
     });
 
     let started = Instant::now();
-    let output = ctl(
-        sb,
-        &[
-            "add",
-            a.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "5",
-            "--json",
-        ],
-    );
+    let output = sb.ctl(&[
+        "add",
+        a.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "60",
+        "--json",
+    ]);
     assert_exit(
         &output,
         0,
         "add --wait with a session that is never notified",
     );
+    // Waiting for the session would take the whole 60 s timeout (the harness gives up on a
+    // command after 20 s); a command that does not wait takes milliseconds, and 15 s leaves
+    // slack for a loaded machine where a bound just under the timeout did not.
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "took {:?}",
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}: add --wait waited for a session that is never notified",
         started.elapsed()
     );
     let change: Value = serde_json::from_slice(&output.stdout).expect("add --json");

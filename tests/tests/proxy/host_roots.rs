@@ -11,7 +11,7 @@ use rustix::process::{Pid, Signal};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeSession, FakeSetup, Proxy, add_wait, assert_exit, caps_with_roots, ctl, filesystem_server,
+    FakeSession, FakeSetup, Proxy, add_wait, assert_exit, caps_with_roots, filesystem_server,
     modern_call, stdout_of, wait_for_session,
 };
 
@@ -31,7 +31,7 @@ fn root(dir: &Path, name: &str) -> Value {
 
 /// `rootsctl ARGS`, which must succeed; its stdout.
 fn ctl_out(sb: &Sandbox, args: &[&str]) -> String {
-    let output = ctl(sb, args);
+    let output = sb.ctl(args);
     assert_exit(&output, 0, &format!("rootsctl {args:?}"));
     stdout_of(&output)
 }

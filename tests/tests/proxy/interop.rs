@@ -9,8 +9,8 @@ use rustix::process::Signal;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Proxy, add_wait, assert_exit, ctl, filesystem_server, remove_wait, sessions, stderr_of,
-    stdout_of, wait_for_no_sessions, wait_for_session,
+    Proxy, add_wait, assert_exit, filesystem_server, remove_wait, sessions, stderr_of, stdout_of,
+    wait_for_no_sessions, wait_for_session,
 };
 
 /// A proxied filesystem server with the handshake done.
@@ -107,9 +107,12 @@ fn a_no_list_changed_session_is_never_notified() {
     // Both are registered before the change (each got its list from the daemon).
 
     let started = Instant::now();
-    let (change, said) = add_wait(&sb, &[&b], &["--timeout", "10"]);
+    let (change, said) = add_wait(&sb, &[&b], &["--timeout", "60"]);
+    // Waiting for the session would take the whole 60 s timeout (the harness gives up on a
+    // command after 20 s); a command that does not wait takes milliseconds, and 15 s leaves
+    // slack for a loaded machine where a bound just under the timeout did not.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(15),
         "add --wait took {:?}: it must not wait for a session that is never notified",
         started.elapsed()
     );
@@ -245,7 +248,7 @@ fn the_session_survives_a_daemon_crash_and_catches_up() {
         answered.push(message["id"].clone());
     }
     assert_eq!(answered, sent, "responses were lost or reordered");
-    let output = ctl(sb, &["sessions"]);
+    let output = sb.ctl(&["sessions"]);
     assert_exit(&output, 3, "sessions while the daemon is down");
 
     *daemon = sb.start_daemon();
@@ -358,7 +361,7 @@ fn a_missing_or_unrunnable_command_exits_127_or_126_with_a_message() {
     let sb = Sandbox::new();
     let _daemon = sb.start_daemon();
     let missing = sb.path().join("no-such-server");
-    let output = ctl(&sb, &["proxy", "--", missing.to_str().unwrap(), "--flag"]);
+    let output = sb.ctl(&["proxy", "--", missing.to_str().unwrap(), "--flag"]);
     assert_exit(&output, 127, "proxy of a missing command");
     let err = stderr_of(&output);
     assert!(err.contains("no-such-server"), "names the command: {err}");
@@ -370,7 +373,7 @@ fn a_missing_or_unrunnable_command_exits_127_or_126_with_a_message() {
 
     let not_executable = sb.path().join("server.txt");
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
-    let output = ctl(&sb, &["proxy", "--", not_executable.to_str().unwrap()]);
+    let output = sb.ctl(&["proxy", "--", not_executable.to_str().unwrap()]);
     assert_exit(&output, 126, "proxy of a non-executable file");
     assert!(
         stderr_of(&output).contains("server.txt"),

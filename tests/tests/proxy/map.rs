@@ -11,7 +11,7 @@ use rootsd_tests::Sandbox;
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeSession, FakeSetup, Proxy, add_wait, assert_exit, ctl, filesystem_server, modern_call,
+    FakeSession, FakeSetup, Proxy, add_wait, assert_exit, filesystem_server, modern_call,
     roots_answers, stderr_of, stdout_of, wait_for_session,
 };
 
@@ -25,7 +25,7 @@ fn daemon_root(sb: &Sandbox, name: &str) -> Value {
 
 /// `rootsctl sessions`, the table.
 fn sessions_table(sb: &Sandbox) -> String {
-    let output = ctl(sb, &["sessions"]);
+    let output = sb.ctl(&["sessions"]);
     assert_exit(&output, 0, "rootsctl sessions");
     stdout_of(&output)
 }
@@ -76,9 +76,12 @@ fn the_filesystem_server_sees_mapped_roots_and_never_the_withheld() {
 
     // A change the server cannot see: no list_changed, and add --wait does not wait for it.
     let started = Instant::now();
-    let (change, said) = add_wait(&sb, &[Path::new("notes")], &["--timeout", "10"]);
+    let (change, said) = add_wait(&sb, &[Path::new("notes")], &["--timeout", "60"]);
+    // Waiting for the session would take the whole 60 s timeout (the harness gives up on a
+    // command after 20 s); a command that does not wait takes milliseconds, and 15 s leaves
+    // slack for a loaded machine where a bound just under the timeout did not.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(15),
         "add --wait took {:?} for a change outside the maps",
         started.elapsed()
     );
@@ -193,18 +196,15 @@ fn a_bad_map_is_a_usage_error_before_the_server_starts() {
         ("host=relative", "is not HOST_DIR=SERVER_DIR"),
         ("~/src=/src", "starts with `~`"),
     ] {
-        let output = ctl(&sb, &["proxy", "--map", map, "--", "sh", "-c", &start]);
+        let output = sb.ctl(&["proxy", "--map", map, "--", "sh", "-c", &start]);
         assert_exit(&output, 2, &format!("proxy --map {map}"));
         let err = stderr_of(&output);
         assert!(err.contains(says) && err.contains(map), "{map}: {err}");
         assert!(stdout_of(&output).is_empty(), "stdout is for MCP only");
     }
-    let output = ctl(
-        &sb,
-        &[
-            "proxy", "--map", "a=/x", "--map", "./a/=/y", "--", "sh", "-c", &start,
-        ],
-    );
+    let output = sb.ctl(&[
+        "proxy", "--map", "a=/x", "--map", "./a/=/y", "--", "sh", "-c", &start,
+    ]);
     assert_exit(&output, 2, "proxy with the same HOST_DIR twice");
     assert!(
         stderr_of(&output).contains("both map"),

@@ -11,7 +11,7 @@ use rootsd_tests::{PATIENCE, eventually};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeSession, FakeSetup, add_wait, ctl, is_method, remove_wait, sessions, stderr_of,
+    FakeSession, FakeSetup, add_wait, is_method, remove_wait, sessions, stderr_of,
 };
 
 /// What the fake says about how it was started (its `launch` tool).
@@ -140,7 +140,7 @@ fn a_change_of_the_first_root_restarts_the_server_and_the_host_keeps_its_session
     let session = session_of(&fake);
     assert_eq!(session["restarts"], json!(1), "{session}");
     assert_eq!(session["workspace_via"], json!("arguments"), "{session}");
-    let table = ctl(&fake.sb, &["sessions"]);
+    let table = fake.sb.ctl(&["sessions"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains("VIA") && table.contains("arguments"),
@@ -228,7 +228,7 @@ fn a_server_that_fails_to_restart_gets_the_host_errors_until_the_next_change_sta
     });
     let failure = session["launch_failure"].as_str().expect("a string");
     assert!(failure.contains("before answering initialize"), "{failure}");
-    let table = ctl(&fake.sb, &["sessions"]);
+    let table = fake.sb.ctl(&["sessions"]);
     assert!(
         String::from_utf8_lossy(&table.stdout).contains("down:"),
         "{}",
@@ -332,17 +332,14 @@ fn an_empty_workspace_refuses_initialize_naming_the_add_and_a_root_starts_the_se
 #[test]
 fn a_template_that_cannot_be_used_is_a_usage_error_before_anything_starts() {
     let sb = rootsd_tests::Sandbox::new();
-    let output = ctl(
-        &sb,
-        &["proxy", "--env", "NOEQUALS", "--", "true", "{roots}"],
-    );
+    let output = sb.ctl(&["proxy", "--env", "NOEQUALS", "--", "true", "{roots}"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
     assert!(
         stderr_of(&output).contains("is not NAME=TEMPLATE"),
         "{}",
         stderr_of(&output)
     );
-    let output = ctl(&sb, &["proxy", "--", "{roots}"]);
+    let output = sb.ctl(&["proxy", "--", "{roots}"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
 }
 

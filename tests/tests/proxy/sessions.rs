@@ -9,7 +9,7 @@ use rustix::process::{Pid, Signal};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeLog, FakeSession, FakeSetup, Proxy, assert_exit, calls_of, ctl, emit, fake_server,
+    FakeLog, FakeSession, FakeSetup, Proxy, assert_exit, calls_of, emit, fake_server,
     list_changed_count, stderr_of, stdout_of,
 };
 
@@ -47,7 +47,7 @@ fn a_proxy_on_a_workspace_that_does_not_exist_warns_and_sessions_shows_it() {
         "{said}"
     );
 
-    let output = ctl(&fake.sb, &["sessions"]);
+    let output = fake.sb.ctl(&["sessions"]);
     assert_exit(&output, 0, "rootsctl sessions");
     let table = stdout_of(&output);
     assert!(table.contains("wrok (no such workspace)"), "{table}");
@@ -58,7 +58,7 @@ fn a_proxy_on_a_workspace_that_does_not_exist_warns_and_sessions_shows_it() {
     fake.session("its workspace, now created", |s| {
         s.get("workspace_missing").is_none()
     });
-    let output = ctl(&fake.sb, &["sessions"]);
+    let output = fake.sb.ctl(&["sessions"]);
     assert!(
         !stdout_of(&output).contains("no such workspace"),
         "{}",
@@ -148,7 +148,7 @@ fn add_wait_right_after_a_restart_waits_for_the_sessions_still_reconnecting() {
         if add.0.try_wait().expect("poll rootsctl").is_some() {
             return Ok(());
         }
-        let status = ctl(&fake.sb, &["status", "--json"]);
+        let status = fake.sb.ctl(&["status", "--json"]);
         let value: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
         if value["clients"].as_u64().is_some_and(|c| c >= 2) {
             Ok(())

@@ -338,7 +338,7 @@ impl FakeSession {
 
 pub use crate::host::Proxy;
 
-pub use rootsd_tests::{assert_exit, ctl, stderr_of, stdout_of};
+pub use rootsd_tests::{assert_exit, stderr_of, stdout_of};
 
 /// `rootsctl add PATH… --wait --json [EXTRA…]`, which must succeed; returns the change (parsed)
 /// and what it said on stderr.
@@ -374,7 +374,7 @@ fn change_wait(sb: &Sandbox, verb: &str, paths: &[&Path], extra: &[&str]) -> (Va
 /// `rootsctl sessions --json`'s sessions.
 #[track_caller]
 pub fn sessions(sb: &Sandbox) -> Vec<Value> {
-    let output = ctl(sb, &["sessions", "--json"]);
+    let output = sb.ctl(&["sessions", "--json"]);
     assert_exit(&output, 0, "rootsctl sessions --json");
     let value: Value = serde_json::from_slice(&output.stdout).expect("sessions --json is JSON");
     value["sessions"]

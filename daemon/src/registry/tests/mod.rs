@@ -28,6 +28,7 @@
 
 use std::fmt::Write as _;
 
+use rootsd_proto::testing::{assert_same_text, dedent};
 use rootsd_proto::wire::{ChangeResult, LogEntry, LogParams, RemoveTarget, RootsSnapshot, code};
 use rootsd_proto::{Root, WorkspaceName};
 use tokio::sync::watch;
@@ -59,26 +60,7 @@ pub(super) fn check(ops: &str, expect: &str) {
         .expect("build a runtime");
     let actual = runtime.block_on(transcript(ops));
     let expect = dedent(expect);
-    if actual != expect {
-        let (expected_lines, actual_lines): (Vec<&str>, Vec<&str>) =
-            (expect.lines().collect(), actual.lines().collect());
-        let first = (0..)
-            .find(|&i| expected_lines.get(i) != actual_lines.get(i))
-            .expect("the texts differ somewhere");
-        let at = |lines: &[&str]| {
-            lines
-                .get(first)
-                .map_or("(end)".to_owned(), |l| format!("{l:?}"))
-        };
-        panic!(
-            "the registry's transcript differs from the expected one at line {}:\n\
-             expected {}\n  actual {}\n\
-             \n--- expected\n{expect}\n\n--- actual\n{actual}\n",
-            first + 1,
-            at(&expected_lines),
-            at(&actual_lines),
-        );
-    }
+    assert_same_text("the registry's transcript", &expect, &actual);
 }
 
 async fn transcript(ops: &str) -> String {
@@ -400,22 +382,6 @@ impl Feed {
 
 fn ws(name: &str) -> WorkspaceName {
     WorkspaceName::new(name).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Strips the indentation common to all non-blank lines, and blank lines at either end.
-fn dedent(text: &str) -> String {
-    let indent = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines()
-        .map(|l| l.get(indent..).unwrap_or("").trim_end())
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim_matches('\n')
-        .to_owned()
 }
 
 mod add;
