@@ -11,14 +11,6 @@ use rootsctl::errors::{self, Exit};
 use rootsctl::{commands, output};
 
 fn main() -> ExitCode {
-    // `rootsctl proxy` starts its server through a copy of itself; that copy is not a command.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == rootsctl::proxy::server::EXEC_MODE)
-    {
-        return ExitCode::from(rootsctl::proxy::server::exec_server(&args[2..]));
-    }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches)
         .map_err(|err| err.format(&mut Cli::command()))

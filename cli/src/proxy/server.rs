@@ -1,16 +1,16 @@
 //! The MCP server process: starting it so that it dies with the proxy, and signalling it only
 //! while it is ours to signal.
 //!
-//! The server is not started directly. `rootsctl` starts a copy of itself in a hidden mode
-//! ([`EXEC_MODE`]) that asks the kernel to kill it when the proxy dies (`PR_SET_PDEATHSIG`), then
-//! replaces itself with the server: the request survives the exec, so a proxy killed with SIGKILL
-//! takes its server with it instead of leaving an orphan. Doing this in the child between fork and
-//! exec would need `unsafe` (`pre_exec`), which the workspace denies.
+//! Between fork and exec, the child asks the kernel to kill it when the proxy dies
+//! (`PR_SET_PDEATHSIG`): the request survives the exec, so a proxy killed with SIGKILL takes its
+//! server with it instead of leaving an orphan. That takes the workspace's one `unsafe` block
+//! ([`die_with_the_proxy`]). It replaced a copy of rootsctl started in a hidden mode to make the
+//! request and then exec the server: a second exec and a second Rust start-up on every start and
+//! restart, which was most of what a restart added to the server's own start.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::PermissionsExt as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -18,11 +18,6 @@ use tokio::process::{Child, Command};
 
 use crate::errors::SpawnError;
 use rootsd_relay::template::Launch;
-
-/// The first argument that puts `rootsctl` in its server-starting mode:
-/// `rootsctl __exec-server PARENT-PID PROGRAM ARGS…`. Not a subcommand: it is never shown, and
-/// nothing but the proxy calls it.
-pub const EXEC_MODE: &str = "__exec-server";
 
 /// Where to look for a command when `PATH` is unset, as `execvp` does.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -48,24 +43,9 @@ impl Server {
                 resolved = here.join(resolved);
             }
         }
-        let mut cmd = match std::env::current_exe() {
-            Ok(rootsctl) => {
-                let mut cmd = Command::new(rootsctl);
-                cmd.arg(EXEC_MODE)
-                    .arg(std::process::id().to_string())
-                    .arg(&resolved)
-                    .arg(program)
-                    .args(args);
-                cmd
-            }
-            // Without a path to ourselves the server starts directly, only without the
-            // death signal.
-            Err(_) => {
-                let mut cmd = Command::new(&resolved);
-                cmd.arg0(program).args(args);
-                cmd
-            }
-        };
+        let mut cmd = Command::new(&resolved);
+        cmd.arg0(program).args(args);
+        die_with_the_proxy(&mut cmd);
         cmd.envs(launch.env.iter().map(|(name, value)| (name, value)));
         if let Some(dir) = &launch.cwd {
             cmd.current_dir(dir);
@@ -161,38 +141,32 @@ fn check_executable(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `rootsctl __exec-server PARENT PROGRAM ARGV0 ARGS…`: arranges to be killed when the proxy
-/// (`PARENT`) dies, then becomes the server. Returns only if that fails, with the exit status
-/// shells use (126, or 127 for a missing program).
-pub fn exec_server(args: &[OsString]) -> u8 {
-    let [parent, program, argv0, rest @ ..] = args else {
-        eprintln!(
-            "rootsctl: {EXEC_MODE} is rootsctl proxy's own; it takes PARENT PROGRAM ARGV0 ARGS…"
-        );
-        return 2;
+/// Makes the child ask, between fork and exec, to be killed when the proxy dies, and refuse to
+/// start if the proxy is already gone (then nobody would send the signal).
+#[allow(unsafe_code)]
+fn die_with_the_proxy(cmd: &mut Command) {
+    let proxy = rustix::process::getpid();
+    let hook = move || -> std::io::Result<()> {
+        if rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+            .is_err()
+        {
+            // A static message and one write: nothing here may allocate or take a lock.
+            let _ = rustix::io::write(
+                rustix::stdio::stderr(),
+                b"rootsctl proxy: warning: the server will not die with the proxy\n",
+            );
+        }
+        if rustix::process::getppid() != Some(proxy) {
+            return Err(rustix::io::Errno::SRCH.into());
+        }
+        Ok(())
     };
-    let parent: i32 = parent.to_str().and_then(|p| p.parse().ok()).unwrap_or(0);
-    if let Err(err) =
-        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-    {
-        eprintln!("rootsctl proxy: warning: the server will not die with the proxy: {err}");
-    }
-    // The proxy may have died before the request took effect; then nobody would send the signal.
-    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(parent) {
-        return 1;
-    }
-    let error = std::process::Command::new(program)
-        .arg0(argv0)
-        .args(rest)
-        .exec();
-    eprintln!(
-        "rootsctl proxy: cannot start the MCP server {:?}: {error}",
-        argv0.to_string_lossy()
-    );
-    if error.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe calls
+    // are sound. It makes three system calls through rustix's raw system-call backend (prctl,
+    // getppid, and write on failure), allocates nothing (an `io::Error` from an errno is not
+    // boxed) and takes no lock.
+    unsafe {
+        cmd.pre_exec(hook);
     }
 }
 

@@ -367,6 +367,64 @@ fn the_checks_above_would_see_a_violation() {
     );
 }
 
+/// The one place allowed `unsafe`, and why. Everything else stays under the workspace's
+/// `unsafe_code = "deny"`; an `#[allow(unsafe_code)]` anywhere else fails here.
+const UNSAFE_ALLOWED: (&str, &str) = (
+    "cli/src/proxy/server.rs",
+    "PR_SET_PDEATHSIG between fork and exec (`pre_exec`), instead of a second exec",
+);
+
+/// The code lines of `text` that lift the `unsafe_code` lint.
+fn unsafe_allowances(text: &str) -> Vec<usize> {
+    code_lines(text)
+        .filter(|(_, line)| {
+            let line = line.trim_start();
+            line.starts_with("#[allow(") || line.starts_with("#![allow(")
+        })
+        .filter(|(_, line)| line.contains("unsafe_code"))
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[test]
+fn unsafe_is_allowed_in_one_function_only() {
+    let mut found = Vec::new();
+    let mut allowed_seen = 0;
+    for file in every_rust_file() {
+        let name = relative(&file);
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let lines = unsafe_allowances(&text);
+        if name == UNSAFE_ALLOWED.0 {
+            allowed_seen = lines.len();
+            continue;
+        }
+        found.extend(lines.iter().map(|n| format!("{name}:{n}")));
+    }
+    assert_eq!(
+        allowed_seen, 1,
+        "{} should lift `unsafe_code` exactly once ({})",
+        UNSAFE_ALLOWED.0, UNSAFE_ALLOWED.1
+    );
+    assert!(
+        found.is_empty(),
+        "`unsafe` is denied workspace-wide but for {} (ARCHITECTURE.md, Invariants); found:\n{}",
+        UNSAFE_ALLOWED.0,
+        found.join("\n")
+    );
+    let manifest =
+        std::fs::read_to_string(workspace().join("Cargo.toml")).expect("read Cargo.toml");
+    assert!(
+        manifest.contains("unsafe_code = \"deny\""),
+        "the workspace denies unsafe_code"
+    );
+}
+
+#[test]
+fn the_unsafe_check_would_see_an_allowance() {
+    let sample = "// #[allow(unsafe_code)] in prose\n#[allow(unsafe_code)]\nfn f() {}\n    #![allow(dead_code, unsafe_code)]\n";
+    assert_eq!(unsafe_allowances(sample), vec![2, 4]);
+}
+
 mod imports;
 
 #[test]

@@ -225,6 +225,15 @@ impl Mcp {
     }
 }
 
+impl Mcp {
+    /// MCP's stdio shutdown: closes the server's stdin and waits for it to exit, as a host (or
+    /// the proxy restarting its server) does.
+    pub fn stop(mut self) -> Result<std::process::ExitStatus> {
+        self.to = None;
+        Ok(self.child.wait()?)
+    }
+}
+
 impl Drop for Mcp {
     fn drop(&mut self) {
         // Closing stdin is MCP's stdio shutdown; the kill makes sure.
