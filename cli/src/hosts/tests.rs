@@ -350,7 +350,8 @@ fn unwrap_needs_no_rootsctl_where_it_was() {
 }
 
 #[test]
-fn a_large_claude_json_is_wrapped_quickly() {
+fn a_large_claude_json_with_200_servers_is_wrapped_and_restored_byte_for_byte() {
+    // How long this takes is the benchmark's business (`rootsd-bench --only hosts`), not a test's.
     use std::fmt::Write as _;
     let mut text = String::from("{\n  \"numStartups\": 1,\n  \"mcpServers\": {\n");
     for i in 0..200 {
@@ -361,9 +362,7 @@ fn a_large_claude_json_is_wrapped_quickly() {
     text.push_str(&"x".repeat(2 << 20));
     text.push_str("\"\n}\n");
     let host = table::find("claude-code").unwrap();
-    let began = std::time::Instant::now();
     let planned = plan::wrap(&text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
-    let elapsed = began.elapsed();
     assert_eq!(planned.remembered.len(), 200);
     let (restored, _) = plan::unwrap(
         &planned.text,
@@ -373,14 +372,6 @@ fn a_large_claude_json_is_wrapped_quickly() {
     )
     .unwrap();
     assert_eq!(restored.text, text);
-    assert!(
-        elapsed < std::time::Duration::from_secs(2),
-        "wrapping 200 servers took {elapsed:?}"
-    );
-    eprintln!(
-        "wrapped 200 servers of a {} KiB file in {elapsed:?}",
-        text.len() >> 10
-    );
 }
 
 #[test]

@@ -14,6 +14,7 @@
 
 mod durable;
 mod fanout;
+mod hosts;
 mod mcp;
 mod procs;
 mod relay;
@@ -37,7 +38,8 @@ const USAGE: &str = "usage: rootsd-bench [--quick] [--json] [--check] [--only PH
   --quick       fewer samples and smaller N: a check that the benchmark works (under a minute)
   --json        print the results as JSON on stdout (the table goes to stderr)
   --check       exit with status 1 when a target is missed
-  --only PHASE  run one phase (fanout, relay, roots-list, durable, steady, startup, restart),
+  --only PHASE  run one phase (fanout, relay, roots-list, durable, steady, startup, restart,
+                hosts),
                 e.g. to profile it
 
 Build first: cargo build --release --workspace --bins";
@@ -47,7 +49,7 @@ pub struct Mode {
     pub quick: bool,
 }
 
-const PHASES: [&str; 7] = [
+const PHASES: [&str; 8] = [
     "fanout",
     "relay",
     "roots-list",
@@ -55,6 +57,7 @@ const PHASES: [&str; 7] = [
     "steady",
     "startup",
     "restart",
+    "hosts",
 ];
 
 fn main() {
@@ -202,6 +205,10 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
     if phase("restart") {
         eprintln!("restart");
         rows.push(restart::measure(&sandbox, mode, roots)?);
+    }
+    if phase("hosts") {
+        eprintln!("rootsctl hosts wrap");
+        rows.push(hosts::measure(&sandbox, mode)?);
     }
     Ok(rows)
 }
