@@ -116,15 +116,32 @@ impl Reader<'_> {
     fn string(&mut self) -> Result<String, String> {
         let start = self.pos;
         let mut i = self.pos + 1;
+        let mut escaped = false;
+        // Host files carry megabytes of history in single strings (`~/.claude.json`): find the
+        // end with a vectorised search instead of a byte at a time.
         loop {
-            match self.text.get(i) {
-                Some(b'"') => break,
-                Some(b'\\') => i += 2,
-                Some(b'\n') | None => return Err(self.error("a string is never closed")),
-                Some(_) => i += 1,
+            let rest = self.text.get(i..).unwrap_or_default();
+            match memchr::memchr3(b'"', b'\\', b'\n', rest).map(|at| (at, rest[at])) {
+                Some((at, b'"')) => {
+                    i += at;
+                    break;
+                }
+                Some((at, b'\\')) => {
+                    escaped = true;
+                    i += at + 2;
+                }
+                _ => return Err(self.error("a string is never closed")),
             }
         }
         self.pos = i + 1;
+        let inner = &self.text[start + 1..i];
+        // Without escapes the text is the value, once it is known to be UTF-8 without control
+        // characters (which JSON does not allow raw in a string).
+        if !escaped && inner.iter().copied().min().unwrap_or(b' ') >= b' ' {
+            if let Ok(text) = std::str::from_utf8(inner) {
+                return Ok(text.to_owned());
+            }
+        }
         serde_json::from_slice(&self.text[start..self.pos]).map_err(|e| {
             self.pos = start;
             self.error(&format!("invalid string: {e}"))
@@ -229,5 +246,31 @@ mod tests {
             assert!(error.contains(expect), "{text:?}: {error}");
         }
         assert_eq!(parse(" // nothing\n").unwrap().map(), Some(&Map::default()));
+    }
+
+    #[test]
+    fn strings_read_the_same_with_and_without_escapes_and_raw_control_characters_are_refused() {
+        let long = "x".repeat(1 << 20);
+        for (text, expect) in [
+            (format!("[\"{long}\"]"), long.clone()),
+            (
+                "[\"a\\\"b\\\\c\\n\\u00e9\"]".to_owned(),
+                "a\"b\\c\né".to_owned(),
+            ),
+            ("[\"é ünï\"]".to_owned(), "é ünï".to_owned()),
+            ("[\"\"]".to_owned(), String::new()),
+        ] {
+            let node = parse(&text).unwrap();
+            assert_eq!(node.strings(), Some(vec![expect]), "{text:.40}");
+        }
+        for (text, expect) in [
+            ("[\"a\tb\"]", "invalid string"),
+            ("[\"a\\\"]", "a string is never closed"),
+            ("[\"a\\", "a string is never closed"),
+            ("[\"a\nb\"]", "a string is never closed"),
+        ] {
+            let error = parse(text).unwrap_err();
+            assert!(error.contains(expect), "{text:?}: {error}");
+        }
     }
 }
