@@ -137,10 +137,11 @@ impl Reader<'_> {
         let inner = &self.text[start + 1..i];
         // Without escapes the text is the value, once it is known to be UTF-8 without control
         // characters (which JSON does not allow raw in a string).
-        if !escaped && inner.iter().copied().min().unwrap_or(b' ') >= b' ' {
-            if let Ok(text) = std::str::from_utf8(inner) {
-                return Ok(text.to_owned());
-            }
+        if !escaped
+            && inner.iter().copied().min().unwrap_or(b' ') >= b' '
+            && let Ok(text) = std::str::from_utf8(inner)
+        {
+            return Ok(text.to_owned());
         }
         serde_json::from_slice(&self.text[start..self.pos]).map_err(|e| {
             self.pos = start;
