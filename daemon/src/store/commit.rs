@@ -208,7 +208,9 @@ impl Committer {
             }
             Plan::Write(change, reply) => {
                 debug_assert_eq!(change.revision, state.pending.revision + 1);
-                if let Err(error) = state.journal.append(&Entry::Change(change.clone())) {
+                let state = &mut *state;
+                let previous = state.pending.workspaces.get(&change.workspace);
+                if let Err(error) = state.journal.append_change(&change, previous) {
                     let problem = format!(
                         "writing to the journal {} failed: {error}",
                         state.journal.path().display()

@@ -76,16 +76,17 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
     };
     let later = replay.map_or(&[][..], |r| &r.after_damage[..]);
     let mut applied = 0;
-    for change in later {
-        if change.revision <= contents.revision {
+    for record in later {
+        let revision = record.revision();
+        if revision <= contents.revision {
             continue;
         }
-        if change.revision != contents.revision + 1 {
-            let (first, last) = (contents.revision + 1, change.revision - 1);
+        if revision != contents.revision + 1 {
+            let (first, last) = (contents.revision + 1, revision - 1);
             lost.push(if snapshot_damaged && first == 1 {
                 format!(
                     "the journal's snapshot is damaged and no database could stand in for it: workspaces last changed before revision {} and the history before it",
-                    change.revision
+                    revision
                 )
             } else if first == last {
                 format!("revision {first}, whose record is damaged and which the database did not hold")
@@ -93,8 +94,22 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
                 format!("revisions {first} to {last}, whose records are damaged and which the database did not hold")
             });
         }
-        contents.apply(change);
-        applied += 1;
+        match record.against(&contents) {
+            Ok(change) => {
+                contents.apply(&change);
+                applied += 1;
+            }
+            Err(why) => {
+                // A delta means something only against the state it was written against: one
+                // that finds another state is named, and the store's revision moves past it so
+                // that what follows is judged on its own.
+                lost.push(format!(
+                    "revision {revision}, a change to workspace {}, whose record is sound but {why}",
+                    record.workspace()
+                ));
+                contents.revision = revision;
+            }
+        }
     }
     // A damaged record after the last sound one may have held a change no source has, and
     // nothing after it tells which revision it was: say so rather than keep quiet.
