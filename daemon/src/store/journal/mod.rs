@@ -418,21 +418,23 @@ pub fn replay(bytes: &[u8]) -> Replay {
             continue;
         }
         let entry = match entry {
-            Entry::Delta(delta) => match delta.apply_to(replay.latest.workspaces.get(&delta.workspace)) {
-                Ok(change) => {
-                    replay.latest.apply(&change);
-                    Entry::Delta(delta)
+            Entry::Delta(delta) => {
+                match delta.apply_to(replay.latest.workspaces.get(&delta.workspace)) {
+                    Ok(change) => {
+                        replay.latest.apply(&change);
+                        Entry::Delta(delta)
+                    }
+                    Err(reason) => {
+                        // It checks out, but not against the state before it: something is missing
+                        // or wrong before it, so it is damage, kept for recovery to judge.
+                        replay.damage = Some(damage(reason));
+                        replay.last_sound_line = line_number;
+                        replay.after_damage.push(Logged::Delta(delta));
+                        offset += end + 1;
+                        continue;
+                    }
                 }
-                Err(reason) => {
-                    // It checks out, but not against the state before it: something is missing
-                    // or wrong before it, so it is damage, kept for recovery to judge.
-                    replay.damage = Some(damage(reason));
-                    replay.last_sound_line = line_number;
-                    replay.after_damage.push(Logged::Delta(delta));
-                    offset += end + 1;
-                    continue;
-                }
-            },
+            }
             other => other,
         };
         replay.last_sound_line = line_number;
@@ -491,8 +493,14 @@ pub fn read(path: &Path) -> io::Result<Option<Replay>> {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// Bytes of whole records, those still in `unwritten` included.
     len: u64,
     snapshot_len: u64,
+    /// Records appended with [`Journal::append_deferred`] and not yet written to the file: the
+    /// commit thread writes them all with one `pwrite` before its sync
+    /// ([`Journal::take_unwritten`]), so that a burst of writers costs one system call, not one
+    /// each under the writers' lock. Bounded by the changes waiting for that sync.
+    unwritten: Vec<u8>,
 }
 
 impl Journal {
@@ -523,6 +531,7 @@ impl Journal {
             path: path.to_owned(),
             len: bytes.len() as u64,
             snapshot_len,
+            unwritten: Vec::new(),
         })
     }
 
@@ -550,6 +559,8 @@ impl Journal {
         self.file = private_file(&self.path, false)?;
         self.len = bytes.len() as u64;
         self.snapshot_len = snapshot_len;
+        // The tail was written above, re-encoded from the changes in flight.
+        self.unwritten.clear();
         Ok(durable)
     }
 
@@ -567,6 +578,7 @@ impl Journal {
             path: path.to_owned(),
             len: valid_len,
             snapshot_len: replay.snapshot_len,
+            unwritten: Vec::new(),
         })
     }
 
@@ -590,16 +602,49 @@ impl Journal {
         self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER.max(2 * self.snapshot_len)
     }
 
-    /// Writes `entry` after the last record. Not durable until [`Journal::sync`].
+    /// Writes `entry` after the last record (and any deferred ones before it). Not durable
+    /// until [`Journal::sync`].
     pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
         let line = encode(entry);
-        if let Err(error) = self.file.write_all_at(&line, self.len) {
+        self.len += line.len() as u64;
+        self.unwritten.extend_from_slice(&line);
+        let (bytes, at) = self.take_unwritten();
+        if let Err(error) = self.file.write_all_at(&bytes, at) {
             // A partial record must not stay in front of the next one.
-            let _ = self.file.set_len(self.len);
+            let _ = self.file.set_len(at);
+            self.len = at;
             return Err(error);
         }
-        self.len += line.len() as u64;
         Ok(())
+    }
+
+    /// Where the file's written part ends: the records after it wait in `unwritten`.
+    fn written(&self) -> u64 {
+        self.len - self.unwritten.len() as u64
+    }
+
+    /// Queues `change` (whose workspace was `previous` before it) after the last record, for
+    /// [`Journal::take_unwritten`] to hand to the writer of the next sync: as a delta, which
+    /// costs bytes in proportion to the change, when a delta can say it.
+    pub fn append_change_deferred(
+        &mut self,
+        change: &Change,
+        previous: Option<&StoredWorkspaceV1>,
+    ) {
+        let line = match Delta::between(previous, change) {
+            Some(delta) => encode(&Entry::Delta(delta)),
+            None => encode(&Entry::Change(change.clone())),
+        };
+        self.len += line.len() as u64;
+        self.unwritten.extend_from_slice(&line);
+    }
+
+    /// The records queued since the last call and the offset they go at. The caller writes them
+    /// there (through [`Journal::sync_handle`]) before syncing; if that fails, it cuts the
+    /// journal back with [`Journal::truncate`].
+    pub fn take_unwritten(&mut self) -> (Vec<u8>, u64) {
+        let at = self.written();
+        (std::mem::take(&mut self.unwritten), at)
     }
 
     /// Writes `change`, whose workspace was `previous` before it, after the last record: as a
@@ -615,8 +660,14 @@ impl Journal {
         }
     }
 
-    /// Makes everything appended so far durable (`fdatasync`).
-    pub fn sync(&self) -> io::Result<()> {
+    /// Makes everything appended so far durable: writes what was deferred, then `fdatasync`.
+    pub fn sync(&mut self) -> io::Result<()> {
+        let (bytes, at) = self.take_unwritten();
+        if let Err(error) = self.file.write_all_at(&bytes, at) {
+            let _ = self.file.set_len(at);
+            self.len = at;
+            return Err(error);
+        }
         self.file.sync_data()
     }
 
@@ -628,6 +679,9 @@ impl Journal {
     /// Cuts the journal back to `len` bytes (dropping records that failed to become durable)
     /// and syncs.
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        // Records not yet written are cut with the rest.
+        self.len = self.written();
+        self.unwritten.clear();
         self.file.set_len(len)?;
         // The next record goes at `len` whether or not this sync succeeds.
         self.len = len;

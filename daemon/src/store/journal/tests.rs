@@ -320,9 +320,18 @@ fn root(uri: &str, name: Option<&str>) -> StoredRootV1 {
 fn history_of_changes() -> Vec<Change> {
     let states: Vec<(&str, Vec<StoredRootV1>)> = vec![
         ("a", vec![root("file:///x", Some("x"))]),
-        ("a", vec![root("file:///x", Some("x")), root("file:///y", None)]),
-        ("b", vec![root("file:///z", Some("z \"quoted\" \\ \u{1}\n"))]),
-        ("a", vec![root("file:///x", Some("ex")), root("file:///y", None)]),
+        (
+            "a",
+            vec![root("file:///x", Some("x")), root("file:///y", None)],
+        ),
+        (
+            "b",
+            vec![root("file:///z", Some("z \"quoted\" \\ \u{1}\n"))],
+        ),
+        (
+            "a",
+            vec![root("file:///x", Some("ex")), root("file:///y", None)],
+        ),
         (
             "a",
             vec![
@@ -339,9 +348,15 @@ fn history_of_changes() -> Vec<Change> {
                 root("file:///w", Some("w")),
             ],
         ),
-        ("a", vec![root("file:///w", Some("w")), root("file:///x", Some("ex"))]),
+        (
+            "a",
+            vec![root("file:///w", Some("w")), root("file:///x", Some("ex"))],
+        ),
         ("b", vec![]),
-        ("a", vec![root("file:///v", None), root("file:///x", Some("ex"))]),
+        (
+            "a",
+            vec![root("file:///v", None), root("file:///x", Some("ex"))],
+        ),
     ];
     states
         .into_iter()
@@ -378,7 +393,11 @@ fn delta_replay_equals_whole_state_replay() {
     assert_eq!(from_deltas.contents(), from_whole.contents());
     assert_eq!(from_deltas.changes(), changes);
     for revision in 0..=changes.len() as u64 {
-        assert_eq!(from_deltas.at(revision), from_whole.at(revision), "{revision}");
+        assert_eq!(
+            from_deltas.at(revision),
+            from_whole.at(revision),
+            "{revision}"
+        );
     }
     // A journal that mixes the two, as one a rootsd with deltas appended to an old one.
     let mut mixed = journal(&whole[..4]);
@@ -420,7 +439,10 @@ fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
         encode(&Entry::Delta(delta)).len()
     };
     let (small, large) = (line_at(10), line_at(10_000));
-    assert_eq!(small, large, "one rename is the same record at 10 roots and at 10,000");
+    assert_eq!(
+        small, large,
+        "one rename is the same record at 10 roots and at 10,000"
+    );
     assert!(small < 400, "{small} bytes");
 }
 
@@ -461,9 +483,17 @@ fn damage_in_a_delta_chain_is_reported_and_later_deltas_are_judged_against_their
     damaged[lines[3] + 20] ^= 0x04;
     let replay = replay(&damaged);
     assert_eq!(replay.damage.as_ref().map(|d| d.line), Some(5));
-    assert_eq!(replay.revision(), 3, "the sound prefix ends before the damage");
+    assert_eq!(
+        replay.revision(),
+        3,
+        "the sound prefix ends before the damage"
+    );
     let kept: Vec<u64> = replay.after_damage.iter().map(Logged::revision).collect();
-    assert_eq!(kept, [5, 6, 7, 8], "every later record that checks out is kept");
+    assert_eq!(
+        kept,
+        [5, 6, 7, 8],
+        "every later record that checks out is kept"
+    );
     // Against the state before the damage, a later delta of workspace a does not apply: it was
     // written against revision 4, which is lost. Workspace b's does.
     let state = replay.contents();
@@ -487,6 +517,10 @@ fn a_sound_delta_that_does_not_fit_the_state_before_it_is_damage() {
     let damage = replay_forged.damage.expect("damage");
     assert_eq!(damage.line, 2);
     assert!(damage.reason.contains("revision 9"), "{}", damage.reason);
-    assert_eq!(replay_forged.after_damage.len(), 1, "kept for recovery to judge");
+    assert_eq!(
+        replay_forged.after_damage.len(),
+        1,
+        "kept for recovery to judge"
+    );
     assert!(replay(&bytes).damage.is_none());
 }

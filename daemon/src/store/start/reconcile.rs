@@ -140,9 +140,7 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         store,
         journal,
         contents: from_journal,
-        outcome: Outcome::CaughtUp {
-            changes: caught_up,
-        },
+        outcome: Outcome::CaughtUp { changes: caught_up },
     })
 }
 
