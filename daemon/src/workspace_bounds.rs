@@ -96,7 +96,9 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
     Ok(plan)
 }
 
-/// Whether `next` may replace `current` as `workspace`, with `holding` workspaces holding roots.
+/// Whether `next` may replace `current` as `workspace`, with `holding` workspaces holding roots:
+/// [`fits_measured`] measuring both listings whole, as the tests state the bounds.
+#[cfg(test)]
 fn fits(
     workspace: &WorkspaceName,
     current: Option<&StoredWorkspaceV1>,

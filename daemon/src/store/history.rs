@@ -129,8 +129,13 @@ impl Contents {
             self.history.push_back(entry);
         }
         self.revision = change.revision;
-        self.workspaces
-            .insert(change.workspace.clone(), change.state.clone());
+        match self.workspaces.get_mut(&change.workspace) {
+            Some(workspace) => workspace.clone_from(&change.state),
+            None => {
+                self.workspaces
+                    .insert(change.workspace.clone(), change.state.clone());
+            }
+        }
     }
 }
 
