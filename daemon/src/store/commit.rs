@@ -1,6 +1,6 @@
-//! Group commit: every change is written to the journal, and one `fdatasync` on a thread of its
-//! own makes every change written so far durable at once, so that fifty writers at the same
-//! moment cost about one sync, not fifty. Only then is a change applied to the state readers
+//! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
+//! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
+//! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a change applied to the state readers
 //! see, published, and acknowledged; the database takes it afterwards, when no sync is waiting,
 //! so that sled's work never stands between a writer and its acknowledgement.
 //!

@@ -62,7 +62,11 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
     for round in 0..rounds {
         // Even rounds: the small workspace first, odd: the large one, so that neither always
         // inherits the machine from the other.
-        let order = if round.is_multiple_of(2) { [0, 1] } else { [1, 0] };
+        let order = if round.is_multiple_of(2) {
+            [0, 1]
+        } else {
+            [1, 0]
+        };
         for index in order {
             let side = &mut sides[index];
             let before = file_len(&journal)?;
