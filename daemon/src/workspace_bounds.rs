@@ -46,7 +46,10 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
             .filter(|w| !w.roots.is_empty())
             .count();
         let mut guard = sizes.0.lock().expect("sizes lock");
-        let Measured { newest, bytes: measured } = &mut *guard;
+        let Measured {
+            newest,
+            bytes: measured,
+        } = &mut *guard;
         if pending.revision < *newest {
             measured.clear();
         }
@@ -261,11 +264,13 @@ mod tests {
             {
                 let mut renamed = workspace(6, 3);
                 renamed.roots[2].name = Some("a longer name".to_owned());
-                renamed.roots[4].published_by.push(crate::store::StoredPublisherV1 {
-                    session: 3,
-                    label: "s".to_owned(),
-                    pid: 1,
-                });
+                renamed.roots[4]
+                    .published_by
+                    .push(crate::store::StoredPublisherV1 {
+                        session: 3,
+                        label: "s".to_owned(),
+                        pid: 1,
+                    });
                 renamed
             },
             {

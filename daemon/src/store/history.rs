@@ -95,7 +95,10 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
             Some(_) => {}
         }
     }
-    let moved: HashSet<&str> = after[paired..].iter().map(|root| root.uri.as_str()).collect();
+    let moved: HashSet<&str> = after[paired..]
+        .iter()
+        .map(|root| root.uri.as_str())
+        .collect();
     let gone = before
         .iter()
         .zip(&kept)
