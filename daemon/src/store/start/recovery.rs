@@ -415,7 +415,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 mod tests {
     use super::*;
     use crate::store::journal::Entry;
-    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1};
+    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
     use rootsd_proto::WorkspaceName;
 
     /// Change `revision`: workspace `w<revision % 3>` gets one more root.
@@ -532,6 +532,65 @@ mod tests {
             "{}",
             recovered.outcome.describe()
         );
+    }
+
+    #[test]
+    fn a_delta_after_damage_is_kept_only_against_the_state_it_was_written_for_and_named_otherwise()
+    {
+        let root = |uri: &str, name: &str| StoredRootV1 {
+            uri: uri.to_owned(),
+            name: Some(name.to_owned()),
+            by_hand: true,
+            published_by: Vec::new(),
+        };
+        let steps: [(&str, Vec<StoredRootV1>); 5] = [
+            ("a", vec![root("file:///x", "x")]),
+            ("b", vec![root("file:///z", "z")]),
+            ("a", vec![root("file:///x", "x"), root("file:///y", "y")]),
+            ("a", vec![root("file:///x", "ex"), root("file:///y", "y")]),
+            ("b", vec![root("file:///z", "z"), root("file:///w", "w")]),
+        ];
+        let mut contents = Contents::default();
+        let mut bytes = journal::encode(&Entry::Snapshot(Contents::default()));
+        let mut starts = Vec::new();
+        for (k, (workspace, roots)) in steps.into_iter().enumerate() {
+            let revision = k as u64 + 1;
+            let change = Change {
+                revision,
+                workspace: WorkspaceName::new(workspace).unwrap(),
+                state: StoredWorkspaceV1 { revision, roots },
+                origin: Some(Origin::daemon("test")),
+                time_unix_ms: 1,
+            };
+            let delta =
+                journal::Delta::between(contents.workspaces.get(&change.workspace), &change)
+                    .unwrap();
+            starts.push(bytes.len());
+            bytes.extend(journal::encode(&Entry::Delta(delta)));
+            contents.apply(&change);
+        }
+        // Revision 3's record (workspace a) is damaged; nothing else holds it.
+        bytes[starts[2] + 20] ^= 0x04;
+        let replay = journal::replay(&bytes);
+        let decision = decide(Some(&replay), None).unwrap();
+        let a = &decision.contents.workspaces[&WorkspaceName::new("a").unwrap()];
+        let b = &decision.contents.workspaces[&WorkspaceName::new("b").unwrap()];
+        assert_eq!(a.roots, [root("file:///x", "x")], "a as revision 1 left it");
+        assert_eq!(b, &contents.workspaces[&WorkspaceName::new("b").unwrap()]);
+        assert!(
+            decision.lost.iter().any(|l| l.starts_with("revision 3,")),
+            "{:?}",
+            decision.lost
+        );
+        assert!(
+            decision
+                .lost
+                .iter()
+                .any(|l| l.starts_with("revision 4, a change to workspace a")),
+            "{:?}",
+            decision.lost
+        );
+        assert_eq!(decision.lost.len(), 2, "{:?}", decision.lost);
     }
 
     #[test]
