@@ -15,13 +15,25 @@ use crate::error::RequestError;
 use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
 use crate::provenance;
 use crate::store::Plan;
-use crate::store::{Contents, StoredWorkspaceV1};
+use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1};
 
 /// Each workspace's listing size at the revision it was measured, so that the total over every
-/// workspace is summed without measuring each of them on every change: a change to one
-/// workspace measures that one.
+/// workspace is summed without measuring each of them on every change, and a change is measured
+/// by what it changes: the size after a change is the size before it, less the roots it removed
+/// or altered, plus the ones it added or altered.
+///
+/// A change's size is recorded under its revision before it is durable. Should it fail (a sync
+/// that fails puts the pending state back), its revision is given to the next change, so the
+/// newest revision seen is kept too: the pending revision going back says a failure happened,
+/// and every size recorded is forgotten.
 #[derive(Default)]
-pub struct Sizes(Mutex<HashMap<WorkspaceName, (u64, usize)>>);
+pub struct Sizes(Mutex<Measured>);
+
+#[derive(Default)]
+pub struct Measured {
+    newest: u64,
+    bytes: HashMap<WorkspaceName, (u64, usize)>,
+}
 
 /// `plan`, unless the change it writes takes its workspace, or all of them together, past a
 /// bound.
@@ -33,8 +45,15 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
             .values()
             .filter(|w| !w.roots.is_empty())
             .count();
-        fits(&change.workspace, current, &change.state, holding)?;
-        let mut measured = sizes.0.lock().expect("sizes lock");
+        let mut guard = sizes.0.lock().expect("sizes lock");
+        let Measured {
+            newest,
+            bytes: measured,
+        } = &mut *guard;
+        if pending.revision < *newest {
+            measured.clear();
+        }
+        *newest = pending.revision;
         measured.retain(|name, _| pending.workspaces.contains_key(name));
         let (mut others, mut before) = (0, 0);
         for (name, workspace) in &pending.workspaces {
@@ -52,7 +71,20 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
                 others += bytes;
             }
         }
-        let after = others + listing_bytes(&change.state);
+        let listed_before = if current.is_some() {
+            before
+        } else {
+            listing_bytes(&StoredWorkspaceV1::default())
+        };
+        let next = listing_bytes_after(current, listed_before, &change.state);
+        fits_measured(
+            &change.workspace,
+            current.map(|w| (w.roots.len(), listed_before)),
+            &change.state,
+            next,
+            holding,
+        )?;
+        let after = others + next;
         if after > MAX_TOTAL_BYTES && after > others + before {
             return Err(RequestError::new(
                 code::LIMIT,
@@ -61,18 +93,40 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
                 ),
             ));
         }
+        measured.insert(change.workspace.clone(), (change.state.revision, next));
+        *newest = change.state.revision.max(pending.revision);
     }
     Ok(plan)
 }
 
-/// Whether `next` may replace `current` as `workspace`, with `holding` workspaces holding roots.
+/// Whether `next` may replace `current` as `workspace`, with `holding` workspaces holding roots:
+/// [`fits_measured`] measuring both listings whole, as the tests state the bounds.
+#[cfg(test)]
 fn fits(
     workspace: &WorkspaceName,
     current: Option<&StoredWorkspaceV1>,
     next: &StoredWorkspaceV1,
     holding: usize,
 ) -> Result<(), RequestError> {
-    let current_roots = current.map_or(0, |w| w.roots.len());
+    fits_measured(
+        workspace,
+        current.map(|w| (w.roots.len(), listing_bytes(w))),
+        next,
+        listing_bytes(next),
+        holding,
+    )
+}
+
+/// [`fits`], given how many roots the workspace holds and how many bytes its listing takes now
+/// (`None`: it does not exist), and the bytes `next`'s listing would take.
+fn fits_measured(
+    workspace: &WorkspaceName,
+    current: Option<(usize, usize)>,
+    next: &StoredWorkspaceV1,
+    bytes: usize,
+    holding: usize,
+) -> Result<(), RequestError> {
+    let current_roots = current.map_or(0, |(roots, _)| roots);
     let refuse = |what: String| {
         Err(RequestError::new(
             code::LIMIT,
@@ -92,8 +146,7 @@ fn fits(
             next.roots.len()
         ));
     }
-    let bytes = listing_bytes(next);
-    if bytes > MAX_WORKSPACE_BYTES && bytes > current.map_or(0, listing_bytes) {
+    if bytes > MAX_WORKSPACE_BYTES && bytes > current.map_or(0, |(_, bytes)| bytes) {
         return refuse(format!(
             "workspace {workspace}'s list would take {bytes} bytes, past its limit (MAX_WORKSPACE_BYTES = {MAX_WORKSPACE_BYTES}, so that the whole list fits one line of the control protocol)"
         ));
@@ -101,22 +154,53 @@ fn fits(
     Ok(())
 }
 
-/// The bytes `workspace`'s roots take in a `roots.list` answer, as serde_json writes them.
+/// The bytes `workspace`'s roots take in a `roots.list` answer, as serde_json writes them: the
+/// brackets, a comma between roots, and each root.
 pub fn listing_bytes(workspace: &StoredWorkspaceV1) -> usize {
+    let roots: usize = workspace.roots.iter().map(root_bytes).sum();
+    2 + roots + workspace.roots.len().saturating_sub(1)
+}
+
+/// One root's bytes in a `roots.list` answer.
+fn root_bytes(stored: &StoredRootV1) -> usize {
+    let listed = ListedRoot {
+        root: Root::from(stored),
+        origin: provenance::origins(stored),
+    };
     let mut counter = Counter(0);
-    let mut first = true;
-    for stored in &workspace.roots {
-        let listed = ListedRoot {
-            root: Root::from(stored),
-            origin: provenance::origins(stored),
-        };
-        if !first {
-            counter.0 += 1;
+    serde_json::to_writer(&mut counter, &listed).expect("counting never fails");
+    counter.0
+}
+
+/// [`listing_bytes`] of `next`, from the `bytes` its workspace's listing takes now (`current`),
+/// measuring only the roots that differ: one walk over both lists compares URIs, and the roots
+/// both hold alike are not measured again. A change that reorders roots measures more of them,
+/// never wrongly.
+fn listing_bytes_after(
+    current: Option<&StoredWorkspaceV1>,
+    bytes: usize,
+    next: &StoredWorkspaceV1,
+) -> usize {
+    let before: &[StoredRootV1] = current.map_or(&[], |w| &w.roots);
+    let after = &next.roots;
+    // The roots' own bytes, without brackets and commas.
+    // Saturating, so that a size recorded wrongly can make a bound misjudge, never panic.
+    let mut roots = bytes.saturating_sub(2 + before.len().saturating_sub(1));
+    let (mut i, mut j) = (0, 0);
+    while i < before.len() && j < after.len() {
+        if before[i].uri == after[j].uri {
+            if before[i] != after[j] {
+                roots = roots.saturating_sub(root_bytes(&before[i])) + root_bytes(&after[j]);
+            }
+            j += 1;
+        } else {
+            roots = roots.saturating_sub(root_bytes(&before[i]));
         }
-        first = false;
-        serde_json::to_writer(&mut counter, &listed).expect("counting never fails");
+        i += 1;
     }
-    counter.0 + 2
+    roots = roots.saturating_sub(before[i..].iter().map(root_bytes).sum::<usize>());
+    roots += after[j..].iter().map(root_bytes).sum::<usize>();
+    2 + roots + after.len().saturating_sub(1)
 }
 
 /// Counts what is written to it.
@@ -136,7 +220,6 @@ impl Write for Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoredRootV1;
 
     fn workspace(roots: usize, name_bytes: usize) -> StoredWorkspaceV1 {
         StoredWorkspaceV1 {
@@ -168,6 +251,46 @@ mod tests {
             serde_json::to_vec(&listed).unwrap().len()
         );
         assert_eq!(listing_bytes(&workspace(0, 0)), 2);
+    }
+
+    #[test]
+    fn a_change_is_measured_by_what_it_changes_exactly_as_a_whole_listing() {
+        let before = workspace(6, 3);
+        let cases: Vec<StoredWorkspaceV1> = vec![
+            workspace(6, 3),
+            workspace(8, 3),
+            workspace(2, 3),
+            workspace(0, 0),
+            {
+                let mut renamed = workspace(6, 3);
+                renamed.roots[2].name = Some("a longer name".to_owned());
+                renamed.roots[4]
+                    .published_by
+                    .push(crate::store::StoredPublisherV1 {
+                        session: 3,
+                        label: "s".to_owned(),
+                        pid: 1,
+                    });
+                renamed
+            },
+            {
+                let mut reordered = workspace(6, 3);
+                reordered.roots.swap(0, 5);
+                reordered.roots.remove(3);
+                reordered
+            },
+        ];
+        for next in &cases {
+            assert_eq!(
+                listing_bytes_after(Some(&before), listing_bytes(&before), next),
+                listing_bytes(next),
+                "{next:?}"
+            );
+            assert_eq!(
+                listing_bytes_after(None, listing_bytes(&workspace(0, 0)), next),
+                listing_bytes(next)
+            );
+        }
     }
 
     #[test]

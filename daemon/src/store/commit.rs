@@ -1,6 +1,6 @@
-//! Group commit: every change is written to the journal, and one `fdatasync` on a thread of its
-//! own makes every change written so far durable at once, so that fifty writers at the same
-//! moment cost about one sync, not fifty. Only then is a change applied to the state readers
+//! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
+//! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
+//! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a change applied to the state readers
 //! see, published, and acknowledged; the database takes it afterwards, when no sync is waiting,
 //! so that sled's work never stands between a writer and its acknowledgement.
 //!
@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::os::unix::fs::FileExt as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
@@ -208,21 +209,11 @@ impl Committer {
             }
             Plan::Write(change, reply) => {
                 debug_assert_eq!(change.revision, state.pending.revision + 1);
-                if let Err(error) = state.journal.append(&Entry::Change(change.clone())) {
-                    let problem = format!(
-                        "writing to the journal {} failed: {error}",
-                        state.journal.path().display()
-                    );
-                    state
-                        .journal_problem
-                        .get_or_insert((problem, crate::clock::unix_secs()));
-                    return Err(StoreError::Journal {
-                        action: "write",
-                        path: state.journal.path().display().to_string(),
-                        error,
-                    }
-                    .into());
-                }
+                // Queued, not written: the commit thread writes every change queued before its
+                // sync with one `pwrite`, and a failure there fails them all, as a failed sync.
+                let state = &mut *state;
+                let previous = state.pending.workspaces.get(&change.workspace);
+                state.journal.append_change_deferred(&change, previous);
                 state.pending.apply(&change);
                 state.last_write = Instant::now();
                 let (sender, receiver) = oneshot::channel();
@@ -390,13 +381,17 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 .0;
             continue;
         }
-        // Everything written so far rides on this one sync; writers keep appending meanwhile
-        // and wait for the next.
+        // Everything queued so far rides on this one write and sync; writers keep queueing
+        // meanwhile and wait for the next. Only this thread writes the file while it is served
+        // (compaction runs here too), so writing outside the lock races with nothing.
         let target = state.journal.len();
         let count = state.unsynced.len();
+        let (bytes, at) = state.journal.take_unwritten();
         let sync = state.sync.clone();
         drop(state);
-        let synced = sync.sync_data();
+        let synced = sync
+            .write_all_at(&bytes, at)
+            .and_then(|()| sync.sync_data());
         state = lock(&shared.state);
         match synced {
             Ok(()) => {
@@ -418,7 +413,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
             }
             Err(error) => {
                 let problem = format!(
-                    "syncing the journal {} failed: {error}; the changes it held were refused and nothing acknowledged is lost",
+                    "writing or syncing the journal {} failed: {error}; the changes it held were refused and nothing acknowledged is lost",
                     state.journal.path().display()
                 );
                 tracing::error!("{problem}");

@@ -30,10 +30,28 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     let origin = change.origin.clone()?;
     let before: &[StoredRootV1] = previous.map_or(&[], |w| &w.roots);
     let after = &change.state.roots;
-    let old_names: HashMap<&str, &Option<String>> = before
+    // One walk over both lists pairs the roots they hold in the same order (`kept`: which old
+    // roots found their new one), without hashing every URI of a large workspace on every
+    // change; only the roots the walk could not pair (removed, added, or moved) are hashed.
+    let mut kept = vec![false; before.len()];
+    let mut paired = 0;
+    {
+        let mut i = 0;
+        while i < before.len() && paired < after.len() {
+            if before[i].uri == after[paired].uri {
+                kept[i] = true;
+                paired += 1;
+            }
+            i += 1;
+        }
+    }
+    let unpaired: HashMap<&str, &Option<String>> = before
         .iter()
-        .map(|root| (root.uri.as_str(), &root.name))
+        .zip(&kept)
+        .filter(|(_, kept)| !**kept)
+        .map(|(root, _)| (root.uri.as_str(), &root.name))
         .collect();
+    let mut paired_old = before.iter().zip(&kept).filter(|(_, kept)| **kept);
     let mut entry = HistoryEntryV1 {
         revision: change.revision,
         time_unix_ms: change.time_unix_ms,
@@ -53,11 +71,16 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
         None => false,
     };
     let text_len = |name: &Option<String>| name.as_deref().map_or(0, str::len);
-    for root in after {
-        match old_names.get(root.uri.as_str()) {
+    for (j, root) in after.iter().enumerate() {
+        let old_name = if j < paired {
+            paired_old.next().map(|(old, _)| &old.name)
+        } else {
+            unpaired.get(root.uri.as_str()).copied()
+        };
+        match old_name {
             None if fits(root.uri.len() + text_len(&root.name)) => entry.added.push(root.clone()),
             None => entry.omitted.added += 1,
-            Some(&previous_name) if *previous_name != root.name => {
+            Some(previous_name) if *previous_name != root.name => {
                 let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
                 if fits(bytes) {
                     entry.renamed.push(RenamedV1 {
@@ -72,8 +95,16 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
             Some(_) => {}
         }
     }
-    let kept: HashSet<&str> = after.iter().map(|root| root.uri.as_str()).collect();
-    for root in before.iter().filter(|r| !kept.contains(r.uri.as_str())) {
+    let moved: HashSet<&str> = after[paired..]
+        .iter()
+        .map(|root| root.uri.as_str())
+        .collect();
+    let gone = before
+        .iter()
+        .zip(&kept)
+        .filter(|(root, kept)| !**kept && !moved.contains(root.uri.as_str()))
+        .map(|(root, _)| root);
+    for root in gone {
         if fits(root.uri.len() + text_len(&root.name)) {
             entry.removed.push(root.clone());
         } else {
@@ -101,8 +132,13 @@ impl Contents {
             self.history.push_back(entry);
         }
         self.revision = change.revision;
-        self.workspaces
-            .insert(change.workspace.clone(), change.state.clone());
+        match self.workspaces.get_mut(&change.workspace) {
+            Some(workspace) => workspace.clone_from(&change.state),
+            None => {
+                self.workspaces
+                    .insert(change.workspace.clone(), change.state.clone());
+            }
+        }
     }
 }
 

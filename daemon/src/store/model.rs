@@ -13,7 +13,7 @@ use rootsd_proto::{Root, WorkspaceName};
 use serde::{Deserialize, Serialize};
 
 /// One workspace as stored.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredWorkspaceV1 {
     /// The store revision of the last change to this workspace.
     pub revision: u64,
@@ -22,7 +22,7 @@ pub struct StoredWorkspaceV1 {
 
 /// One root as stored, with who holds it: the user, sessions that publish their host's roots
 /// (`rootsctl proxy --host-roots publish`), or both. A root nobody holds is not stored.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredRootV1 {
     pub uri: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +47,41 @@ pub struct StoredPublisherV1 {
     pub label: String,
     #[serde(default)]
     pub pid: u32,
+}
+
+// `clone_from` field by field: applying a change copies its workspace's new state over the old
+// one ([`Contents::apply`]), and copying into the strings already there reuses their buffers, so
+// that a change to a large workspace does not free and allocate every root's strings again.
+impl Clone for StoredWorkspaceV1 {
+    fn clone(&self) -> Self {
+        Self {
+            revision: self.revision,
+            roots: self.roots.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.revision = source.revision;
+        self.roots.clone_from(&source.roots);
+    }
+}
+
+impl Clone for StoredRootV1 {
+    fn clone(&self) -> Self {
+        Self {
+            uri: self.uri.clone(),
+            name: self.name.clone(),
+            by_hand: self.by_hand,
+            published_by: self.published_by.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.uri.clone_from(&source.uri);
+        self.name.clone_from(&source.name);
+        self.by_hand = source.by_hand;
+        self.published_by.clone_from(&source.published_by);
+    }
 }
 
 fn yes() -> bool {

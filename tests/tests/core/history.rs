@@ -278,16 +278,18 @@ fn the_history_keeps_the_newest_1000_changes_through_compaction_paging_and_resta
     let sb = Sandbox::new();
     let daemon = sb.start_daemon();
     let mut client = sb.connect();
-    // Ten roots with long paths: every change's journal record holds all of them (about 2.5 KB),
-    // so 1,010 changes take the journal past its compaction threshold.
+    // Ten roots with long paths, renamed to long names: a change's journal record holds the
+    // root it renames (about 1.3 KB), so 1,010 changes take the journal past its compaction
+    // threshold.
     let long = "d".repeat(200);
     let uri = |k: usize| format!("file:///history/{long}/{k}");
+    let name = |i: u64| format!("n{i}-{}", "x".repeat(1000));
     let roots: Vec<Value> = (0..10).map(|k| json!({"uri": uri(k)})).collect();
     let reply = client.request("roots.add", json!({"roots": roots}));
     assert!(reply.get("result").is_some(), "{reply}");
     let total: u64 = 1 + 1010;
     for i in 1..total {
-        let rename = json!({"roots": [{"uri": uri(i as usize % 10), "name": format!("n{i}")}]});
+        let rename = json!({"roots": [{"uri": uri(i as usize % 10), "name": name(i)}]});
         let reply = client.request("roots.add", rename);
         assert_eq!(reply["result"]["revision"], json!(i + 1), "{reply}");
     }
@@ -307,8 +309,8 @@ fn the_history_keeps_the_newest_1000_changes_through_compaction_paging_and_resta
         (&json!(false), &json!(oldest))
     );
     let newest = &log["entries"][0]["renamed"][0];
-    assert_eq!(newest["name"], json!(format!("n{}", total - 1)));
-    assert_eq!(newest["previous_name"], json!(format!("n{}", total - 11)));
+    assert_eq!(newest["name"], json!(name(total - 1)));
+    assert_eq!(newest["previous_name"], json!(name(total - 11)));
     let table = sb.ctl(&["log", "-n", "5000"]);
     assert_exit(&table, 0, "rootsctl log -n 5000");
     assert_eq!(stdout_of(&table).lines().count(), 1001);

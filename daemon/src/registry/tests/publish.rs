@@ -237,7 +237,7 @@ fn start_up_withdraws_what_sessions_of_the_previous_run_published() {
         .unwrap()
         .unwrap();
     let origins: Vec<String> = replay
-        .changes
+        .changes()
         .iter()
         .map(|c| match &c.origin {
             Some(Origin::Peer(_)) => "hand".to_owned(),

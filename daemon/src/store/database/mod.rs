@@ -385,8 +385,13 @@ impl Store {
             return Ok(());
         };
         let mut batch = sled::Batch::default();
-        for change in changes {
-            batch.insert(workspace_key(&change.workspace), encode(&change.state));
+        // Each workspace is written once, as the batch's last change left it: a burst of
+        // changes to one workspace would otherwise encode (and sled write) it once per change.
+        let mut written = std::collections::HashSet::new();
+        for change in changes.iter().rev() {
+            if written.insert(&change.workspace) {
+                batch.insert(workspace_key(&change.workspace), encode(&change.state));
+            }
         }
         batch.insert(REVISION_KEY, &last.revision.to_be_bytes());
         let new = after

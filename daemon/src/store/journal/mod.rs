@@ -9,8 +9,21 @@
 //!
 //! The file is text, one record per line: eight hex digits of the CRC-32 of the JSON that
 //! follows, a space, the JSON, a newline. It starts with a snapshot of everything and then holds
-//! changes (each the whole new state of one workspace) and checkpoints (the database is durable
-//! up to a revision). When the records after its snapshot grow past [`COMPACT_AFTER`] it is
+//! changes and checkpoints (the database is durable up to a revision). A change is written as a
+//! delta ([`delta`]: the roots it removed, added or altered, and the workspace revision it applies
+//! to), so that it costs bytes in proportion to itself, not to its workspace; journals written
+//! before deltas hold `change` records, each the whole new state of one workspace, which still
+//! read, and which the compaction tail and a state a delta cannot say still use.
+//!
+//! The trade-off: a whole-state record after a damaged one carried forward what the damaged one
+//! said, while a delta means something only against the state it was written against. So every
+//! delta names that state (its workspace's revision before it), and a delta after damage is
+//! applied only if the state recovery holds is that state; otherwise it, and every later delta of
+//! the same workspace, is named as lost, never applied to a state it was not meant for. Damage
+//! to one record so loses the later changes of its own workspace up to the next whole-state
+//! record of it (a compaction's snapshot), not only its own, and changes to other workspaces are
+//! kept as before. The database, checkpointed at least every 1,000 changes, bounds it from the
+//! other side: recovery starts from the newer of the database and the journal's sound part. When the records after its snapshot grow past [`COMPACT_AFTER`] it is
 //! rewritten as one snapshot (measured after the snapshot, because the snapshot itself, which
 //! holds the history, may be large).
 //! A last line without its newline is a write that never completed (and so was never
@@ -28,7 +41,12 @@ use std::path::{Path, PathBuf};
 use rootsd_proto::WorkspaceName;
 use serde::{Deserialize, Serialize};
 
-use crate::store::model::{Change, Contents, HistoryEntryV1, Origin, StoredWorkspaceV1};
+use crate::store::model::{
+    Change, Contents, HistoryEntryV1, Origin, StoredRootV1, StoredWorkspaceV1,
+};
+
+mod delta;
+pub use delta::Delta;
 
 /// The journal's file name in the state directory.
 pub const FILE_NAME: &str = "roots.journal";
@@ -42,7 +60,10 @@ pub const COMPACT_AFTER: u64 = 1 << 20;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
     Snapshot(Contents),
+    /// A change as its workspace's whole new state (as journals before deltas held every change).
     Change(Change),
+    /// A change as what it did to its workspace.
+    Delta(Delta),
     /// The database is on stable storage up to this revision.
     Checkpoint(u64),
 }
@@ -71,6 +92,51 @@ enum RecordV1 {
     Checkpoint {
         revision: u64,
     },
+    Delta {
+        revision: u64,
+        workspace: WorkspaceName,
+        base: u64,
+        #[serde(default)]
+        removed: Vec<String>,
+        #[serde(default)]
+        set: Vec<StoredRootV1>,
+        #[serde(default)]
+        origin: Option<Origin>,
+        #[serde(default)]
+        time_unix_ms: u64,
+    },
+}
+
+/// A change as the journal holds it: a whole state or a delta.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged {
+    Whole(Change),
+    Delta(Delta),
+}
+
+impl Logged {
+    pub fn revision(&self) -> u64 {
+        match self {
+            Self::Whole(change) => change.revision,
+            Self::Delta(delta) => delta.revision,
+        }
+    }
+
+    pub fn workspace(&self) -> &WorkspaceName {
+        match self {
+            Self::Whole(change) => &change.workspace,
+            Self::Delta(delta) => &delta.workspace,
+        }
+    }
+
+    /// The change this record makes to `contents`; a delta written against another state of
+    /// its workspace is refused, saying why.
+    pub fn against(&self, contents: &Contents) -> Result<Change, String> {
+        match self {
+            Self::Whole(change) => Ok(change.clone()),
+            Self::Delta(delta) => delta.apply_to(contents.workspaces.get(&delta.workspace)),
+        }
+    }
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -91,8 +157,10 @@ pub struct Damage {
 pub struct Replay {
     /// The snapshot the journal starts from.
     pub base: Contents,
-    /// The changes after it, in order.
-    pub changes: Vec<Change>,
+    /// The changes after it, in order, as the journal holds them.
+    pub records: Vec<Logged>,
+    /// The state after every record of the sound part: `base` with `records` applied.
+    pub latest: Contents,
     /// The highest revision the database was checkpointed at.
     pub checkpoint: u64,
     /// Bytes of whole, valid records: where the next record goes.
@@ -104,8 +172,9 @@ pub struct Replay {
     /// The first damaged record, if any; everything before it is in `base` and `changes`.
     pub damage: Option<Damage>,
     /// After the first damage: the changes whose records still check out, in the order they
-    /// were written. Start-up refuses a damaged journal whatever these hold; recovery keeps them.
-    pub after_damage: Vec<Change>,
+    /// were written. Start-up refuses a damaged journal whatever these hold; recovery keeps those
+    /// that apply to the state it has ([`Logged::against`]).
+    pub after_damage: Vec<Logged>,
     /// After the first damage: every further line that does not check out.
     pub more_damage: Vec<Damage>,
     /// The line of the last record that checks out (0: none).
@@ -115,28 +184,78 @@ pub struct Replay {
 impl Replay {
     /// The state after every valid record.
     pub fn contents(&self) -> Contents {
-        self.at(u64::MAX)
+        self.latest.clone()
     }
 
     /// The state at `revision` (or the newest before it); the base snapshot if `revision` is
     /// older than it.
     pub fn at(&self, revision: u64) -> Contents {
+        if revision >= self.revision() {
+            return self.latest.clone();
+        }
         let mut contents = self.base.clone();
-        for change in self.changes.iter().take_while(|c| c.revision <= revision) {
-            contents.apply(change);
+        for record in self.records.iter().take_while(|c| c.revision() <= revision) {
+            // Every record of the sound part applied when it was read.
+            let change = record
+                .against(&contents)
+                .expect("the sound part of a journal replays");
+            contents.apply(&change);
         }
         contents
     }
 
+    /// Every change of the sound part as a whole state, in order (a test's view: it holds a
+    /// copy of the workspace per change).
+    #[cfg(test)]
+    pub fn changes(&self) -> Vec<Change> {
+        self.changes_after(self.base.revision, false)
+    }
+
+    /// The changes after `revision`, for a database to catch up on. With `last_only`, of each
+    /// workspace only its last change is kept (and the first change, which says where the
+    /// history to catch up starts): the database writes each change's workspace whole, so a
+    /// later state of a workspace makes its earlier ones moot, and this keeps one copy of each
+    /// workspace rather than one per change.
+    pub fn changes_after(&self, revision: u64, last_only: bool) -> Vec<Change> {
+        let mut contents = self.base.clone();
+        let mut out: Vec<Change> = Vec::new();
+        for record in &self.records {
+            let change = record
+                .against(&contents)
+                .expect("the sound part of a journal replays");
+            contents.apply(&change);
+            if change.revision <= revision {
+                continue;
+            }
+            if last_only
+                && out.len() > 1
+                && let Some(k) = out[1..]
+                    .iter()
+                    .position(|c| c.workspace == change.workspace)
+            {
+                out.remove(k + 1);
+            }
+            out.push(change);
+        }
+        out
+    }
+
     pub fn revision(&self) -> u64 {
-        self.changes
-            .last()
-            .map_or(self.base.revision, |c| c.revision)
+        self.latest.revision
     }
 }
 
 /// One record as a line.
 pub fn encode(entry: &Entry) -> Vec<u8> {
+    if let Entry::Delta(delta) = entry {
+        let mut line = Vec::with_capacity(256);
+        line.extend_from_slice(b"00000000 ");
+        delta.encode_json(&mut line);
+        let crc = format!("{:08x}", crc32fast::hash(&line[9..]));
+        line[..8].copy_from_slice(crc.as_bytes());
+        line.push(b'\n');
+        return line;
+    }
     let record = match entry {
         Entry::Snapshot(contents) => RecordV1::Snapshot {
             revision: contents.revision,
@@ -153,6 +272,7 @@ pub fn encode(entry: &Entry) -> Vec<u8> {
         Entry::Checkpoint(revision) => RecordV1::Checkpoint {
             revision: *revision,
         },
+        Entry::Delta(_) => unreachable!("encoded above"),
     };
     let json = serde_json::to_vec(&record).expect("records always serialise");
     let mut line = format!("{:08x} ", crc32fast::hash(&json)).into_bytes();
@@ -199,6 +319,23 @@ fn decode(line: &[u8]) -> Result<Entry, String> {
             time_unix_ms,
         }),
         RecordV1::Checkpoint { revision } => Entry::Checkpoint(revision),
+        RecordV1::Delta {
+            revision,
+            workspace,
+            base,
+            removed,
+            set,
+            origin,
+            time_unix_ms,
+        } => Entry::Delta(Delta {
+            revision,
+            workspace,
+            base,
+            removed,
+            set,
+            origin,
+            time_unix_ms,
+        }),
     })
 }
 
@@ -207,7 +344,8 @@ fn decode(line: &[u8]) -> Result<Entry, String> {
 pub fn replay(bytes: &[u8]) -> Replay {
     let mut replay = Replay {
         base: Contents::default(),
-        changes: Vec::new(),
+        records: Vec::new(),
+        latest: Contents::default(),
         checkpoint: 0,
         valid_len: 0,
         snapshot_len: 0,
@@ -239,9 +377,7 @@ pub fn replay(bytes: &[u8]) -> Replay {
             match decoded {
                 Ok(entry) => {
                     replay.last_sound_line = line_number;
-                    if let Entry::Change(change) = entry {
-                        replay.after_damage.push(change);
-                    }
+                    replay.after_damage.extend(logged(entry));
                 }
                 Err(reason) => replay.more_damage.push(damage(reason)),
             }
@@ -261,10 +397,13 @@ pub fn replay(bytes: &[u8]) -> Replay {
             (Entry::Snapshot(_), 1) => Ok(()),
             (_, 1) => Err("is not the snapshot a journal starts with".to_owned()),
             (Entry::Snapshot(_), _) => Err("is a second snapshot".to_owned()),
-            (Entry::Change(change), _) if change.revision != current + 1 => Err(format!(
-                "holds revision {} after revision {current}: changes are missing",
-                change.revision
-            )),
+            (Entry::Change(Change { revision, .. }) | Entry::Delta(Delta { revision, .. }), _)
+                if *revision != current + 1 =>
+            {
+                Err(format!(
+                    "holds revision {revision} after revision {current}: changes are missing"
+                ))
+            }
             (Entry::Checkpoint(revision), _) if *revision > current => Err(format!(
                 "checkpoints revision {revision}, which the journal has not reached ({current})"
             )),
@@ -274,20 +413,43 @@ pub fn replay(bytes: &[u8]) -> Replay {
             replay.damage = Some(damage(reason));
             // The record itself checks out: recovery may still keep it.
             replay.last_sound_line = line_number;
-            if let Entry::Change(change) = entry {
-                replay.after_damage.push(change);
-            }
+            replay.after_damage.extend(logged(entry));
             offset += end + 1;
             continue;
         }
+        let entry = match entry {
+            Entry::Delta(delta) => {
+                match delta.apply_to(replay.latest.workspaces.get(&delta.workspace)) {
+                    Ok(change) => {
+                        replay.latest.apply(&change);
+                        Entry::Delta(delta)
+                    }
+                    Err(reason) => {
+                        // It checks out, but not against the state before it: something is missing
+                        // or wrong before it, so it is damage, kept for recovery to judge.
+                        replay.damage = Some(damage(reason));
+                        replay.last_sound_line = line_number;
+                        replay.after_damage.push(Logged::Delta(delta));
+                        offset += end + 1;
+                        continue;
+                    }
+                }
+            }
+            other => other,
+        };
         replay.last_sound_line = line_number;
         match entry {
             Entry::Snapshot(contents) => {
                 replay.checkpoint = contents.revision;
+                replay.latest = contents.clone();
                 replay.base = contents;
                 replay.snapshot_len = (end + 1) as u64;
             }
-            Entry::Change(change) => replay.changes.push(change),
+            Entry::Change(change) => {
+                replay.latest.apply(&change);
+                replay.records.push(Logged::Whole(change));
+            }
+            Entry::Delta(delta) => replay.records.push(Logged::Delta(delta)),
             Entry::Checkpoint(revision) => replay.checkpoint = replay.checkpoint.max(revision),
         }
         offset += end + 1;
@@ -303,6 +465,15 @@ pub fn replay(bytes: &[u8]) -> Replay {
         });
     }
     replay
+}
+
+/// The change a record holds, if it holds one.
+fn logged(entry: Entry) -> Option<Logged> {
+    match entry {
+        Entry::Change(change) => Some(Logged::Whole(change)),
+        Entry::Delta(delta) => Some(Logged::Delta(delta)),
+        Entry::Snapshot(_) | Entry::Checkpoint(_) => None,
+    }
 }
 
 fn memchr_newline(bytes: &[u8]) -> Option<usize> {
@@ -322,8 +493,14 @@ pub fn read(path: &Path) -> io::Result<Option<Replay>> {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// Bytes of whole records, those still in `unwritten` included.
     len: u64,
     snapshot_len: u64,
+    /// Records appended with [`Journal::append_deferred`] and not yet written to the file: the
+    /// commit thread writes them all with one `pwrite` before its sync
+    /// ([`Journal::take_unwritten`]), so that a burst of writers costs one system call, not one
+    /// each under the writers' lock. Bounded by the changes waiting for that sync.
+    unwritten: Vec<u8>,
 }
 
 impl Journal {
@@ -354,6 +531,7 @@ impl Journal {
             path: path.to_owned(),
             len: bytes.len() as u64,
             snapshot_len,
+            unwritten: Vec::new(),
         })
     }
 
@@ -381,6 +559,8 @@ impl Journal {
         self.file = private_file(&self.path, false)?;
         self.len = bytes.len() as u64;
         self.snapshot_len = snapshot_len;
+        // The tail was written above, re-encoded from the changes in flight.
+        self.unwritten.clear();
         Ok(durable)
     }
 
@@ -398,6 +578,7 @@ impl Journal {
             path: path.to_owned(),
             len: valid_len,
             snapshot_len: replay.snapshot_len,
+            unwritten: Vec::new(),
         })
     }
 
@@ -421,20 +602,72 @@ impl Journal {
         self.len.saturating_sub(self.snapshot_len) > COMPACT_AFTER.max(2 * self.snapshot_len)
     }
 
-    /// Writes `entry` after the last record. Not durable until [`Journal::sync`].
+    /// Writes `entry` after the last record (and any deferred ones before it). Not durable
+    /// until [`Journal::sync`].
     pub fn append(&mut self, entry: &Entry) -> io::Result<()> {
         let line = encode(entry);
-        if let Err(error) = self.file.write_all_at(&line, self.len) {
+        self.len += line.len() as u64;
+        self.unwritten.extend_from_slice(&line);
+        let (bytes, at) = self.take_unwritten();
+        if let Err(error) = self.file.write_all_at(&bytes, at) {
             // A partial record must not stay in front of the next one.
-            let _ = self.file.set_len(self.len);
+            let _ = self.file.set_len(at);
+            self.len = at;
             return Err(error);
         }
-        self.len += line.len() as u64;
         Ok(())
     }
 
-    /// Makes everything appended so far durable (`fdatasync`).
-    pub fn sync(&self) -> io::Result<()> {
+    /// Where the file's written part ends: the records after it wait in `unwritten`.
+    fn written(&self) -> u64 {
+        self.len - self.unwritten.len() as u64
+    }
+
+    /// Queues `change` (whose workspace was `previous` before it) after the last record, for
+    /// [`Journal::take_unwritten`] to hand to the writer of the next sync: as a delta, which
+    /// costs bytes in proportion to the change, when a delta can say it.
+    pub fn append_change_deferred(
+        &mut self,
+        change: &Change,
+        previous: Option<&StoredWorkspaceV1>,
+    ) {
+        let line = match Delta::between(previous, change) {
+            Some(delta) => encode(&Entry::Delta(delta)),
+            None => encode(&Entry::Change(change.clone())),
+        };
+        self.len += line.len() as u64;
+        self.unwritten.extend_from_slice(&line);
+    }
+
+    /// The records queued since the last call and the offset they go at. The caller writes them
+    /// there (through [`Journal::sync_handle`]) before syncing; if that fails, it cuts the
+    /// journal back with [`Journal::truncate`].
+    pub fn take_unwritten(&mut self) -> (Vec<u8>, u64) {
+        let at = self.written();
+        (std::mem::take(&mut self.unwritten), at)
+    }
+
+    /// Writes `change`, whose workspace was `previous` before it, after the last record: as a
+    /// delta, which costs bytes in proportion to the change, when a delta can say it.
+    pub fn append_change(
+        &mut self,
+        change: &Change,
+        previous: Option<&StoredWorkspaceV1>,
+    ) -> io::Result<()> {
+        match Delta::between(previous, change) {
+            Some(delta) => self.append(&Entry::Delta(delta)),
+            None => self.append(&Entry::Change(change.clone())),
+        }
+    }
+
+    /// Makes everything appended so far durable: writes what was deferred, then `fdatasync`.
+    pub fn sync(&mut self) -> io::Result<()> {
+        let (bytes, at) = self.take_unwritten();
+        if let Err(error) = self.file.write_all_at(&bytes, at) {
+            let _ = self.file.set_len(at);
+            self.len = at;
+            return Err(error);
+        }
         self.file.sync_data()
     }
 
@@ -446,6 +679,9 @@ impl Journal {
     /// Cuts the journal back to `len` bytes (dropping records that failed to become durable)
     /// and syncs.
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
+        // Records not yet written are cut with the rest.
+        self.len = self.written();
+        self.unwritten.clear();
         self.file.set_len(len)?;
         // The next record goes at `len` whether or not this sync succeeds.
         self.len = len;

@@ -44,7 +44,7 @@ fn who_made_a_change_and_when_round_trip_and_replay_rebuilds_the_history() {
         Entry::Change(second.clone()),
     ]);
     let replay = replay(&bytes);
-    assert_eq!(replay.changes, [first, second]);
+    assert_eq!(replay.changes(), [first, second]);
     let contents = replay.contents();
     let revisions: Vec<u64> = contents.history.iter().map(|e| e.revision).collect();
     assert_eq!(revisions, [1, 2]);
@@ -68,13 +68,13 @@ fn records_written_before_the_history_existed_still_read_and_make_no_entries() {
         .collect();
     let replay = replay(&bytes);
     assert_eq!(replay.damage, None);
-    assert_eq!(replay.changes[0].origin, None);
+    assert_eq!(replay.changes()[0].origin, None);
     let contents = replay.contents();
     assert_eq!(contents.root_count(), 1);
     assert!(contents.history.is_empty());
     assert_eq!(contents.recorded_from(), 2);
     // And what this rootsd writes for a change without an origin is what that one wrote.
-    let line = encode(&Entry::Change(replay.changes[0].clone()));
+    let line = encode(&Entry::Change(replay.changes()[0].clone()));
     assert_eq!(&line[9..line.len() - 1], records[1].as_bytes());
 }
 
@@ -126,7 +126,7 @@ fn compaction_is_due_when_the_records_after_a_large_snapshot_pass_twice_its_size
     let replay = read(&path).unwrap().unwrap();
     assert_eq!(replay.damage, None);
     assert_eq!(replay.base, contents);
-    assert_eq!(replay.changes, tail);
+    assert_eq!(replay.changes(), tail);
     assert!(!reopened.wants_compaction());
 }
 
@@ -166,7 +166,7 @@ fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() 
     bytes.push(b'\n');
     let replay = replay(&bytes);
     assert_eq!(replay.damage, None);
-    let change = &replay.changes[0];
+    let change = &replay.changes()[0];
     assert_eq!(
         change.origin, None,
         "no origin: a record of a rootsd that kept no history"
@@ -196,7 +196,7 @@ fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() 
         },
     ));
     bytes.extend_from_slice(&encode(&Entry::Change(published.clone())));
-    assert_eq!(super::replay(&bytes).changes[1], published);
+    assert_eq!(super::replay(&bytes).changes()[1], published);
 }
 
 #[test]
@@ -258,7 +258,7 @@ fn records_that_check_out_after_a_damaged_one_are_kept_for_recovery() {
         1,
         "the sound prefix ends before the damage"
     );
-    let kept: Vec<u64> = replay.after_damage.iter().map(|c| c.revision).collect();
+    let kept: Vec<u64> = replay.after_damage.iter().map(Logged::revision).collect();
     assert_eq!(kept, [3, 4], "every later change that checks out");
     assert!(replay.more_damage.is_empty());
 }
@@ -304,4 +304,223 @@ fn create_then_append_then_reopen() {
     journal.append(&Entry::Checkpoint(1)).unwrap();
     journal.truncate(len).unwrap();
     assert_eq!(read(&path).unwrap().unwrap().valid_len, len);
+}
+
+fn root(uri: &str, name: Option<&str>) -> StoredRootV1 {
+    StoredRootV1 {
+        uri: uri.to_owned(),
+        name: name.map(str::to_owned),
+        by_hand: true,
+        published_by: Vec::new(),
+    }
+}
+
+/// A run of changes to two workspaces: adds, a rename, a root adopted from a session with
+/// awkward characters in its fields, removals, a reorder, a workspace emptied.
+fn history_of_changes() -> Vec<Change> {
+    let states: Vec<(&str, Vec<StoredRootV1>)> = vec![
+        ("a", vec![root("file:///x", Some("x"))]),
+        (
+            "a",
+            vec![root("file:///x", Some("x")), root("file:///y", None)],
+        ),
+        (
+            "b",
+            vec![root("file:///z", Some("z \"quoted\" \\ \u{1}\n"))],
+        ),
+        (
+            "a",
+            vec![root("file:///x", Some("ex")), root("file:///y", None)],
+        ),
+        (
+            "a",
+            vec![
+                root("file:///x", Some("ex")),
+                StoredRootV1 {
+                    by_hand: false,
+                    published_by: vec![crate::store::model::StoredPublisherV1 {
+                        session: 7,
+                        label: "é \t".to_owned(),
+                        pid: 99,
+                    }],
+                    ..root("file:///y", None)
+                },
+                root("file:///w", Some("w")),
+            ],
+        ),
+        (
+            "a",
+            vec![root("file:///w", Some("w")), root("file:///x", Some("ex"))],
+        ),
+        ("b", vec![]),
+        (
+            "a",
+            vec![root("file:///v", None), root("file:///x", Some("ex"))],
+        ),
+    ];
+    states
+        .into_iter()
+        .enumerate()
+        .map(|(k, (workspace, roots))| {
+            let mut change = change(k as u64 + 1, workspace, &[]);
+            change.state.roots = roots;
+            change
+        })
+        .collect()
+}
+
+/// The journal a rootsd with deltas writes for `changes`, from an empty store.
+fn as_deltas(changes: &[Change]) -> Vec<u8> {
+    let mut contents = Contents::default();
+    let mut bytes = encode(&base());
+    for change in changes {
+        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        bytes.extend(encode(&Entry::Delta(delta)));
+        contents.apply(change);
+    }
+    bytes
+}
+
+#[test]
+fn delta_replay_equals_whole_state_replay() {
+    let changes = history_of_changes();
+    let whole: Vec<Entry> = std::iter::once(base())
+        .chain(changes.iter().cloned().map(Entry::Change))
+        .collect();
+    let from_whole = replay(&journal(&whole));
+    let from_deltas = replay(&as_deltas(&changes));
+    assert_eq!(from_deltas.damage, None);
+    assert_eq!(from_deltas.contents(), from_whole.contents());
+    assert_eq!(from_deltas.changes(), changes);
+    for revision in 0..=changes.len() as u64 {
+        assert_eq!(
+            from_deltas.at(revision),
+            from_whole.at(revision),
+            "{revision}"
+        );
+    }
+    // A journal that mixes the two, as one a rootsd with deltas appended to an old one.
+    let mut mixed = journal(&whole[..4]);
+    let mut contents = from_whole.at(3);
+    for change in &changes[3..] {
+        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        mixed.extend(encode(&Entry::Delta(delta)));
+        contents.apply(change);
+    }
+    assert_eq!(replay(&mixed).contents(), from_whole.contents());
+}
+
+#[test]
+fn the_hand_written_encoder_writes_what_serde_reads_back() {
+    let changes = history_of_changes();
+    let mut contents = Contents::default();
+    for change in &changes {
+        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        let line = encode(&Entry::Delta(delta.clone()));
+        assert_eq!(decode(&line[..line.len() - 1]), Ok(Entry::Delta(delta)));
+        contents.apply(change);
+    }
+}
+
+#[test]
+fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
+    let line_at = |size: usize| {
+        let roots: Vec<StoredRootV1> = (0..size)
+            .map(|k| root(&format!("file:///home/ana/src/project-{k:05}"), Some("p")))
+            .collect();
+        let before = StoredWorkspaceV1 {
+            revision: 41,
+            roots: roots.clone(),
+        };
+        let mut renamed = change(42, "a", &[]);
+        renamed.state.roots = roots;
+        renamed.state.roots[size / 2].name = Some("renamed".to_owned());
+        let delta = Delta::between(Some(&before), &renamed).unwrap();
+        encode(&Entry::Delta(delta)).len()
+    };
+    let (small, large) = (line_at(10), line_at(10_000));
+    assert_eq!(
+        small, large,
+        "one rename is the same record at 10 roots and at 10,000"
+    );
+    assert!(small < 400, "{small} bytes");
+}
+
+#[test]
+fn an_old_journal_of_whole_states_reads_and_takes_deltas_after_it() {
+    // Lines exactly as a rootsd before deltas wrote them.
+    let old = concat!(
+        "{\"kind\":\"snapshot\",\"revision\":0,\"workspaces\":{}}\n",
+        "{\"kind\":\"change\",\"revision\":1,\"workspace\":\"a\",\"state\":{\"revision\":1,\"roots\":[{\"uri\":\"file:///x\",\"name\":\"x\"}]}}\n",
+    );
+    let mut bytes: Vec<u8> = old
+        .lines()
+        .flat_map(|json| format!("{:08x} {json}\n", crc32fast::hash(json.as_bytes())).into_bytes())
+        .collect();
+    let read_old = replay(&bytes);
+    assert_eq!(read_old.damage, None);
+    let mut next = change(2, "a", &[]);
+    next.state.roots = vec![root("file:///x", Some("x")), root("file:///y", None)];
+    let delta = Delta::between(read_old.contents().workspaces.get(&ws("a")), &next).unwrap();
+    bytes.extend(encode(&Entry::Delta(delta)));
+    let read_new = replay(&bytes);
+    assert_eq!(read_new.damage, None);
+    assert_eq!(read_new.contents().workspaces[&ws("a")], next.state);
+}
+
+#[test]
+fn damage_in_a_delta_chain_is_reported_and_later_deltas_are_judged_against_their_base() {
+    let changes = history_of_changes();
+    let bytes = as_deltas(&changes);
+    let lines: Vec<usize> = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
+        .collect();
+    // A bit flipped inside the delta of revision 4 (a rename in workspace a; line 5).
+    let mut damaged = bytes.clone();
+    damaged[lines[3] + 20] ^= 0x04;
+    let replay = replay(&damaged);
+    assert_eq!(replay.damage.as_ref().map(|d| d.line), Some(5));
+    assert_eq!(
+        replay.revision(),
+        3,
+        "the sound prefix ends before the damage"
+    );
+    let kept: Vec<u64> = replay.after_damage.iter().map(Logged::revision).collect();
+    assert_eq!(
+        kept,
+        [5, 6, 7, 8],
+        "every later record that checks out is kept"
+    );
+    // Against the state before the damage, a later delta of workspace a does not apply: it was
+    // written against revision 4, which is lost. Workspace b's does.
+    let state = replay.contents();
+    let refused = replay.after_damage[0].against(&state).unwrap_err();
+    assert!(refused.contains("at revision 4"), "{refused}");
+    assert!(replay.after_damage[2].against(&state).is_ok(), "b's change");
+}
+
+#[test]
+fn a_sound_delta_that_does_not_fit_the_state_before_it_is_damage() {
+    let changes = history_of_changes();
+    let bytes = as_deltas(&changes);
+    // A record whose checksum holds but which was written against a workspace revision the
+    // journal never reached: it is damage, not applied to the state it finds.
+    let mut forged = Delta::between(None, &changes[0]).unwrap();
+    forged.revision = 1;
+    forged.base = 9;
+    let mut journal = encode(&base());
+    journal.extend(encode(&Entry::Delta(forged)));
+    let replay_forged = replay(&journal);
+    let damage = replay_forged.damage.expect("damage");
+    assert_eq!(damage.line, 2);
+    assert!(damage.reason.contains("revision 9"), "{}", damage.reason);
+    assert_eq!(
+        replay_forged.after_damage.len(),
+        1,
+        "kept for recovery to judge"
+    );
+    assert!(replay(&bytes).damage.is_none());
 }

@@ -123,12 +123,10 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         };
         return Err(damaged(state_dir, &why, "journal"));
     }
-    let missing: Vec<_> = replay
-        .changes
-        .iter()
-        .filter(|c| c.revision > in_database.revision)
-        .cloned()
-        .collect();
+    let missing = replay.changes_after(in_database.revision, true);
+    // The sound part's revisions follow each other, one change each (`missing` keeps only the
+    // last change of each workspace).
+    let caught_up = (from_journal.revision - in_database.revision) as usize;
     store.apply(&missing, &from_journal)?;
     store.mark_journaled()?;
     store.checkpoint()?;
@@ -142,9 +140,7 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         store,
         journal,
         contents: from_journal,
-        outcome: Outcome::CaughtUp {
-            changes: missing.len(),
-        },
+        outcome: Outcome::CaughtUp { changes: caught_up },
     })
 }
 
@@ -170,9 +166,10 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
             )),
             time_unix_ms: crate::clock::unix_ms(),
         };
+        let previous = opened.contents.workspaces.get(&change.workspace);
         opened
             .journal
-            .append(&Entry::Change(change.clone()))
+            .append_change(&change, previous)
             .map_err(journal_error("write", &path))?;
         opened.contents.apply(&change);
         changes.push(change);

@@ -76,16 +76,17 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
     };
     let later = replay.map_or(&[][..], |r| &r.after_damage[..]);
     let mut applied = 0;
-    for change in later {
-        if change.revision <= contents.revision {
+    for record in later {
+        let revision = record.revision();
+        if revision <= contents.revision {
             continue;
         }
-        if change.revision != contents.revision + 1 {
-            let (first, last) = (contents.revision + 1, change.revision - 1);
+        if revision != contents.revision + 1 {
+            let (first, last) = (contents.revision + 1, revision - 1);
             lost.push(if snapshot_damaged && first == 1 {
                 format!(
                     "the journal's snapshot is damaged and no database could stand in for it: workspaces last changed before revision {} and the history before it",
-                    change.revision
+                    revision
                 )
             } else if first == last {
                 format!("revision {first}, whose record is damaged and which the database did not hold")
@@ -93,8 +94,22 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
                 format!("revisions {first} to {last}, whose records are damaged and which the database did not hold")
             });
         }
-        contents.apply(change);
-        applied += 1;
+        match record.against(&contents) {
+            Ok(change) => {
+                contents.apply(&change);
+                applied += 1;
+            }
+            Err(why) => {
+                // A delta means something only against the state it was written against: one
+                // that finds another state is named, and the store's revision moves past it so
+                // that what follows is judged on its own.
+                lost.push(format!(
+                    "revision {revision}, a change to workspace {}, whose record is sound but {why}",
+                    record.workspace()
+                ));
+                contents.revision = revision;
+            }
+        }
     }
     // A damaged record after the last sound one may have held a change no source has, and
     // nothing after it tells which revision it was: say so rather than keep quiet.
@@ -400,7 +415,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 mod tests {
     use super::*;
     use crate::store::journal::Entry;
-    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1};
+    use crate::store::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
     use rootsd_proto::WorkspaceName;
 
     /// Change `revision`: workspace `w<revision % 3>` gets one more root.
@@ -517,6 +532,65 @@ mod tests {
             "{}",
             recovered.outcome.describe()
         );
+    }
+
+    #[test]
+    fn a_delta_after_damage_is_kept_only_against_the_state_it_was_written_for_and_named_otherwise()
+    {
+        let root = |uri: &str, name: &str| StoredRootV1 {
+            uri: uri.to_owned(),
+            name: Some(name.to_owned()),
+            by_hand: true,
+            published_by: Vec::new(),
+        };
+        let steps: [(&str, Vec<StoredRootV1>); 5] = [
+            ("a", vec![root("file:///x", "x")]),
+            ("b", vec![root("file:///z", "z")]),
+            ("a", vec![root("file:///x", "x"), root("file:///y", "y")]),
+            ("a", vec![root("file:///x", "ex"), root("file:///y", "y")]),
+            ("b", vec![root("file:///z", "z"), root("file:///w", "w")]),
+        ];
+        let mut contents = Contents::default();
+        let mut bytes = journal::encode(&Entry::Snapshot(Contents::default()));
+        let mut starts = Vec::new();
+        for (k, (workspace, roots)) in steps.into_iter().enumerate() {
+            let revision = k as u64 + 1;
+            let change = Change {
+                revision,
+                workspace: WorkspaceName::new(workspace).unwrap(),
+                state: StoredWorkspaceV1 { revision, roots },
+                origin: Some(Origin::daemon("test")),
+                time_unix_ms: 1,
+            };
+            let delta =
+                journal::Delta::between(contents.workspaces.get(&change.workspace), &change)
+                    .unwrap();
+            starts.push(bytes.len());
+            bytes.extend(journal::encode(&Entry::Delta(delta)));
+            contents.apply(&change);
+        }
+        // Revision 3's record (workspace a) is damaged; nothing else holds it.
+        bytes[starts[2] + 20] ^= 0x04;
+        let replay = journal::replay(&bytes);
+        let decision = decide(Some(&replay), None).unwrap();
+        let a = &decision.contents.workspaces[&WorkspaceName::new("a").unwrap()];
+        let b = &decision.contents.workspaces[&WorkspaceName::new("b").unwrap()];
+        assert_eq!(a.roots, [root("file:///x", "x")], "a as revision 1 left it");
+        assert_eq!(b, &contents.workspaces[&WorkspaceName::new("b").unwrap()]);
+        assert!(
+            decision.lost.iter().any(|l| l.starts_with("revision 3,")),
+            "{:?}",
+            decision.lost
+        );
+        assert!(
+            decision
+                .lost
+                .iter()
+                .any(|l| l.starts_with("revision 4, a change to workspace a")),
+            "{:?}",
+            decision.lost
+        );
+        assert_eq!(decision.lost.len(), 2, "{:?}", decision.lost);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! JSON on stdout (the table then goes to stderr); `--check` exits with status 1, naming the
 //! rows, when a target is missed. Progress goes to stderr.
 
+mod by_size;
 mod durable;
 mod fanout;
 mod hosts;
@@ -38,8 +39,8 @@ const USAGE: &str = "usage: rootsd-bench [--quick] [--json] [--check] [--only PH
   --quick       fewer samples and smaller N: a check that the benchmark works (under a minute)
   --json        print the results as JSON on stdout (the table goes to stderr)
   --check       exit with status 1 when a target is missed
-  --only PHASE  run one phase (fanout, relay, roots-list, durable, steady, startup, restart,
-                hosts),
+  --only PHASE  run one phase (fanout, relay, roots-list, durable, by-size, steady, startup,
+                restart, hosts),
                 e.g. to profile it
 
 Build first: cargo build --release --workspace --bins";
@@ -49,11 +50,12 @@ pub struct Mode {
     pub quick: bool,
 }
 
-const PHASES: [&str; 8] = [
+const PHASES: [&str; 9] = [
     "fanout",
     "relay",
     "roots-list",
     "durable",
+    "by-size",
     "steady",
     "startup",
     "restart",
@@ -192,6 +194,10 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
     if phase("durable") {
         eprintln!("durable changes");
         rows.extend(durable::measure(&sandbox, mode)?);
+    }
+    if phase("by-size") {
+        eprintln!("cost of a change by workspace size");
+        rows.extend(by_size::measure(&sandbox, mode)?);
     }
     rows.extend(memory_row);
     if phase("steady") {
