@@ -240,14 +240,24 @@ impl Handshake {
     }
 
     fn answer(&mut self, shared: &mut Shared, ids: &[Vec<u8>], batch: bool) {
-        let replies: Vec<Vec<u8>> = ids
-            .iter()
-            .map(|id| {
+        if batch {
+            let replies: Vec<Vec<u8>> = ids
+                .iter()
+                .map(|id| {
+                    self.remember(id);
+                    shared.roots.answer.to(id)
+                })
+                .collect();
+            send(shared, replies, batch);
+        } else {
+            // The common case, a server asking again and again: each answer goes straight out,
+            // with no list of replies around it.
+            for id in ids {
                 self.remember(id);
-                message::success_response(id, &shared.roots.json)
-            })
-            .collect();
-        send(shared, replies, batch);
+                let reply = shared.roots.answer.to(id);
+                shared.emit(Output::ToServer(reply));
+            }
+        }
         shared.note_fetch();
         shared.state.notification_outstanding = false;
         // It holds the newest list now, whatever it was owed.
@@ -291,10 +301,15 @@ impl Handshake {
     }
 
     fn remember(&mut self, id: &[u8]) {
-        if self.answered.len() == ANSWERED_MEMORY {
-            self.answered.pop_front();
-        }
-        self.answered.push_back(json::id_key(id));
+        // The oldest key's buffer holds the newest: a server asking all the time costs no
+        // allocation here once the memory is full.
+        let mut key = if self.answered.len() == ANSWERED_MEMORY {
+            self.answered.pop_front().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        json::id_key_into(id, &mut key);
+        self.answered.push_back(key);
     }
 }
 

@@ -9,7 +9,7 @@
 use serde::de::DeserializeOwned;
 
 /// A half-open byte range `start..end` of a line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Span {
     pub start: usize,
     pub end: usize,
@@ -22,13 +22,15 @@ impl Span {
 }
 
 /// One member of an object: its key and the span of its value.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It holds only spans, so that reading a message allocates nothing per member (nor for the
+/// members together, with [`Members`]); a key with escapes (rare) is decoded when it is compared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Member {
     /// The key's bytes between its quotes.
     key_raw: Span,
-    /// The key decoded, only when it holds escapes (rare): most keys are compared as bytes, so
-    /// reading a message allocates nothing per member.
-    decoded: Option<String>,
+    /// The key holds an escape or bytes beyond ASCII, so its bytes are not its text.
+    escaped: bool,
     /// From the key's opening quote to the end of the value.
     pub whole: Span,
     pub value: Span,
@@ -37,17 +39,71 @@ pub(super) struct Member {
 impl Member {
     /// Whether this member's key is `key`.
     pub fn is(&self, text: &[u8], key: &str) -> bool {
-        match &self.decoded {
-            Some(decoded) => decoded == key,
-            None => self.key_raw.of(text) == key.as_bytes(),
+        if self.escaped {
+            self.decoded(text) == key
+        } else {
+            self.key_raw.of(text) == key.as_bytes()
         }
     }
 
     /// The key as text.
-    pub fn key<'t>(&'t self, text: &'t [u8]) -> std::borrow::Cow<'t, str> {
-        match &self.decoded {
-            Some(decoded) => std::borrow::Cow::Borrowed(decoded),
-            None => String::from_utf8_lossy(self.key_raw.of(text)),
+    pub fn key<'t>(&self, text: &'t [u8]) -> std::borrow::Cow<'t, str> {
+        if self.escaped {
+            std::borrow::Cow::Owned(self.decoded(text))
+        } else {
+            String::from_utf8_lossy(self.key_raw.of(text))
+        }
+    }
+
+    fn decoded(&self, text: &[u8]) -> String {
+        decode_string(&text[self.key_raw.start - 1..self.key_raw.end + 1])
+    }
+}
+
+/// How many members [`Members`] holds without allocating: a JSON-RPC message has at most four
+/// at its top level (`jsonrpc`, `id`, `method` or `result` or `error`, `params`). Room for more
+/// costs every message a larger copy as it is moved.
+const INLINE_MEMBERS: usize = 5;
+
+/// The members of one object, in order: inline up to [`INLINE_MEMBERS`], on the heap beyond, so
+/// that the messages every line holds are read without an allocation.
+pub(super) struct Members {
+    inline: [Member; INLINE_MEMBERS],
+    len: usize,
+    /// All of them, once there are more than fit inline.
+    spilled: Vec<Member>,
+}
+
+impl Members {
+    fn new() -> Self {
+        Self {
+            inline: [Member::default(); INLINE_MEMBERS],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, member: Member) {
+        if self.len < INLINE_MEMBERS {
+            self.inline[self.len] = member;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.inline);
+            }
+            self.spilled.push(member);
+        }
+        self.len += 1;
+    }
+}
+
+impl std::ops::Deref for Members {
+    type Target = [Member];
+
+    fn deref(&self) -> &[Member] {
+        if self.len > INLINE_MEMBERS {
+            &self.spilled
+        } else {
+            &self.inline[..self.len]
         }
     }
 }
@@ -65,9 +121,18 @@ fn skip_ws(text: &[u8], mut pos: usize) -> usize {
 
 /// The end of the string whose opening quote is at `pos` (one past the closing quote). Large
 /// strings (file contents) are most of what passes, so the scan jumps between quotes and
-/// backslashes instead of looking at every byte.
+/// backslashes instead of looking at every byte; the first bytes are looked at one by one,
+/// because most strings (keys, methods, ids) end within them, sooner than a vector search starts.
 fn string_end(text: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
+    let short_end = text.len().min(i + SHORT_STRING);
+    while i < short_end {
+        match text[i] {
+            b'"' => return Some(i + 1),
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
     while i < text.len() {
         i += memchr::memchr2(b'"', b'\\', &text[i..])?;
         match text[i] {
@@ -77,6 +142,9 @@ fn string_end(text: &[u8], pos: usize) -> Option<usize> {
     }
     None
 }
+
+/// How many bytes of a string [`string_end`] looks at one by one before searching.
+const SHORT_STRING: usize = 32;
 
 /// The end of the value that starts at `pos` (which must not be whitespace). Containers are
 /// skipped by counting brackets outside strings; scalars run to the next delimiter.
@@ -146,22 +214,36 @@ pub(super) fn is_array(text: &[u8], span: Span) -> bool {
 
 /// The members of the object at `span`, in order; `None` if it is not a well-formed object.
 pub(super) fn members(text: &[u8], span: Span) -> Option<Vec<Member>> {
+    let mut out = Vec::new();
+    scan_members(text, span, |member| out.push(member))?;
+    Some(out)
+}
+
+/// [`members`] without an allocation for an object of a few members: a message's top level.
+pub(super) fn few_members(text: &[u8], span: Span) -> Option<Members> {
+    let mut out = Members::new();
+    scan_members(text, span, |member| out.push(member))?;
+    Some(out)
+}
+
+/// Hands each member of the object at `span` to `push`, in order; `None` if it is not a
+/// well-formed object.
+fn scan_members(text: &[u8], span: Span, mut push: impl FnMut(Member)) -> Option<()> {
     if !is_object(text, span) {
         return None;
     }
-    let mut out = Vec::new();
     let mut pos = skip_ws(text, span.start + 1);
     if text.get(pos) == Some(&b'}') {
-        return (pos + 1 == span.end).then_some(out);
+        return (pos + 1 == span.end).then_some(());
     }
     loop {
         let member = member_at(text, pos)?;
         let end = member.whole.end;
-        out.push(member);
+        push(member);
         let next = skip_ws(text, end);
         match text.get(next) {
             Some(b',') => pos = skip_ws(text, next + 1),
-            Some(b'}') if next + 1 == span.end => return Some(out),
+            Some(b'}') if next + 1 == span.end => return Some(()),
             _ => return None,
         }
     }
@@ -174,8 +256,9 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
     }
     let key_end = string_end(text, pos)?;
     let inner = &text[pos + 1..key_end - 1];
-    let decoded = (inner.contains(&b'\\') || std::str::from_utf8(inner).is_err())
-        .then(|| decode_string(&text[pos..key_end]));
+    // Plain ASCII without a backslash is its own text: one pass over the key decides it, with no
+    // UTF-8 validation for the keys every message has.
+    let escaped = !inner.iter().all(|&b| b.is_ascii() && b != b'\\');
     let colon = skip_ws(text, key_end);
     if text.get(colon) != Some(&b':') {
         return None;
@@ -187,7 +270,7 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
             start: pos + 1,
             end: key_end - 1,
         },
-        decoded,
+        escaped,
         whole: Span { start: pos, end },
         value: Span {
             start: value_start,
@@ -233,8 +316,8 @@ fn decode_string(quoted: &[u8]) -> String {
 /// The value of member `key` of the object at `span` (the last one, if the key repeats, as
 /// serde_json's maps keep the last).
 pub(super) fn get(text: &[u8], span: Span, key: &str) -> Option<Span> {
-    members(text, span)?
-        .into_iter()
+    few_members(text, span)?
+        .iter()
         .rev()
         .find(|m| m.is(text, key))
         .map(|m| m.value)
@@ -273,12 +356,21 @@ pub(super) fn string(text: &[u8], span: Span) -> Option<String> {
 /// text (so `"a"` and `"\u0061"` are one id), numbers by their spelling, and `1` never equal to
 /// `"1"`.
 pub(super) fn id_key(raw: &[u8]) -> Vec<u8> {
+    let mut key = Vec::new();
+    id_key_into(raw, &mut key);
+    key
+}
+
+/// [`id_key`] written into `key` (cleared first), so that a buffer of an old key can be reused.
+pub(super) fn id_key_into(raw: &[u8], key: &mut Vec<u8>) {
+    key.clear();
     if raw.first() == Some(&b'"')
         && let Ok(text) = serde_json::from_slice::<String>(raw)
     {
-        return serde_json::to_vec(&text).expect("strings always serialise");
+        serde_json::to_writer(&mut *key, &text).expect("strings always serialise");
+        return;
     }
-    raw.to_vec()
+    key.extend_from_slice(raw);
 }
 
 /// Edits to one line, applied all at once: each replaces a span of the original with new bytes
@@ -503,6 +595,55 @@ mod tests {
             string(text.as_bytes(), get(text.as_bytes(), span, "ef").unwrap()).as_deref(),
             Some("x\"y")
         );
+    }
+
+    /// The members held inline and those past [`INLINE_MEMBERS`] are the same as the plain
+    /// list, keys with escapes, beyond ASCII, long strings and a malformed tail included.
+    #[test]
+    fn few_members_are_all_members_however_many_there_are() {
+        for count in [
+            0,
+            1,
+            INLINE_MEMBERS - 1,
+            INLINE_MEMBERS,
+            INLINE_MEMBERS + 1,
+            40,
+        ] {
+            let mut text = String::from("{");
+            for i in 0..count {
+                if i > 0 {
+                    text.push(',');
+                }
+                match i % 4 {
+                    0 => text.push_str(&format!(r#""k{i}":{i}"#)),
+                    1 => text.push_str(&format!(r#""\u006b{i}":"{}""#, "v".repeat(100))),
+                    2 => text.push_str(&format!(r#""é{i}":{{"a":"\"}}"}}"#)),
+                    _ => text.push_str(&format!(r#""k\\{i}" : [ "x\\" ]"#)),
+                }
+            }
+            text.push('}');
+            let span = obj(&text);
+            let text = text.as_bytes();
+            let plain = members(text, span).unwrap();
+            let few = few_members(text, span).unwrap();
+            assert_eq!(&*few, &plain[..], "{count} members");
+            for (i, member) in few.iter().enumerate() {
+                let key = match i % 4 {
+                    0 | 1 => format!("k{i}"),
+                    2 => format!("é{i}"),
+                    _ => format!("k\\{i}"),
+                };
+                assert!(member.is(text, &key), "member {i} of {count} is {key}");
+                assert_eq!(member.key(text), key);
+            }
+            let mut cut = text.to_vec();
+            cut.insert(cut.len() - 1, b',');
+            assert!(few_members(&cut, obj_bytes(&cut)).is_none());
+        }
+    }
+
+    fn obj_bytes(text: &[u8]) -> Span {
+        root(text).unwrap()
     }
 
     #[test]

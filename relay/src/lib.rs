@@ -149,6 +149,8 @@ struct Roots {
     /// `{"roots":[…]}` as the server is to see it (with the host's roots merged, mapped),
     /// serialised once per change: `roots/list` is on the hot path.
     json: Vec<u8>,
+    /// The handshake era's `roots/list` response around `json`, made when `json` is.
+    answer: message::ReadyAnswer,
     /// The same roots as local paths, for a server started with the workspace in its command
     /// line, environment or working directory ([`Relay::served_paths`]).
     paths: Vec<std::path::PathBuf>,
@@ -259,6 +261,7 @@ impl Shared {
             .iter()
             .filter_map(|root| rootsd_proto::root::path_from_uri(&root.uri).ok())
             .collect();
+        self.roots.answer = message::ReadyAnswer::new(&json);
         self.roots.json = json;
         self.roots.given = false;
         true
@@ -314,6 +317,12 @@ impl Relay {
     /// Everything the relay wants done since the last call, in order, followed by the session's
     /// state if it changed.
     pub fn take_output(&mut self) -> Vec<Output> {
+        self.drain_output().collect()
+    }
+
+    /// [`Relay::take_output`] without a new vector per turn: the relay keeps its queue's room,
+    /// so a turn that relays a line allocates nothing for it.
+    pub fn drain_output(&mut self) -> std::vec::Drain<'_, Output> {
         if self.reported.differs_beyond_fetch_count(&self.shared.state) {
             self.reported = self.shared.state.clone();
             self.shared.emit(Output::State(self.reported.clone()));
@@ -321,7 +330,7 @@ impl Relay {
             self.reported.fetches = self.shared.state.fetches;
             self.shared.emit(Output::Fetched);
         }
-        std::mem::take(&mut self.shared.out)
+        self.shared.out.drain(..)
     }
 
     /// The session as the relay knows it now.
@@ -469,17 +478,24 @@ impl Relay {
         // One scan reads the line: the members of an object, or the elements of a batch; a line
         // that is neither is not ours to judge, and the receiver answers it as it sees fit.
         let whole = json::trimmed(&line);
-        let (items, is_batch) = if json::is_array(&line, whole) {
+        let single = [whole];
+        let batch_items;
+        let (items, is_batch): (&[json::Span], bool) = if json::is_array(&line, whole) {
             match json::elements(&line, whole) {
-                Some(items) => (items, true),
+                Some(items) => {
+                    batch_items = items;
+                    (&batch_items, true)
+                }
                 None => return self.shared.emit(wrap(line)),
             }
         } else {
-            (vec![whole], false)
+            (&single, false)
         };
-        // What is kept of each item: `(i, None)` keeps item i's original bytes, which are only
-        // copied if another item changed (most lines change nothing and go on as they came).
-        let mut kept: Vec<(usize, Option<Vec<u8>>)> = Vec::with_capacity(items.len());
+        // What is kept of each item of a batch: `(i, None)` keeps item i's original bytes, which
+        // are only copied if another item changed (most lines change nothing and go on as they
+        // came). A lone message's fate is applied as it is, with no list around it.
+        let mut kept: Vec<(usize, Option<Vec<u8>>)> = Vec::new();
+        let mut lone = None;
         let mut changed = false;
         let mut after = Vec::new();
         let mut roots_requests = Vec::new();
@@ -489,6 +505,10 @@ impl Relay {
                 (Some(msg), Side::Host) => self.host_message(&msg, &mut after),
                 (Some(msg), Side::Server) => self.server_message(&msg, &mut roots_requests),
             };
+            if !is_batch {
+                lone = Some(fate);
+                continue;
+            }
             match fate {
                 Fate::Keep => kept.push((index, None)),
                 Fate::Replace(bytes) => {
@@ -502,7 +522,13 @@ impl Relay {
             self.handshake
                 .roots_list(&mut self.shared, roots_requests, is_batch);
         }
-        if !changed {
+        if let Some(fate) = lone {
+            match fate {
+                Fate::Keep => self.shared.emit(wrap(line)),
+                Fate::Replace(bytes) => self.shared.emit(wrap(bytes)),
+                Fate::Drop => {}
+            }
+        } else if !changed {
             self.shared.emit(wrap(line));
         } else if !kept.is_empty() {
             let kept: Vec<Vec<u8>> = kept

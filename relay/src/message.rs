@@ -4,14 +4,14 @@
 use rootsd_proto::session::ServerInfo;
 use serde::Deserialize;
 
-use super::json::{self, Member, Span};
+use super::json::{self, Members, Span};
 
 /// A message: one JSON object, with its top-level members found.
 pub(super) struct Msg<'a> {
     /// The message's own bytes (a whole line, or one element of a batch).
     pub text: &'a [u8],
     span: Span,
-    members: Vec<Member>,
+    members: Members,
 }
 
 impl<'a> Msg<'a> {
@@ -19,7 +19,7 @@ impl<'a> Msg<'a> {
     /// (surrounding whitespace aside).
     pub fn read(text: &'a [u8]) -> Option<Self> {
         let span = json::trimmed(text);
-        let members = json::members(text, span)?;
+        let members = json::few_members(text, span)?;
         Some(Self {
             text,
             span,
@@ -104,10 +104,44 @@ pub(super) fn error_response(id: &[u8], code: i64, message: &str) -> Vec<u8> {
     line
 }
 
-/// A JSON-RPC success response to the request `id` with `result` (both raw JSON).
+/// The answer to `roots/list` made ready once per list, so that answering a request costs one
+/// allocation (the line itself) and two copies: `{"jsonrpc":"2.0","id":` + the id as it came +
+/// `,"result":LIST}`, byte for byte what [`success_response`] writes.
+#[derive(Default)]
+pub(super) struct ReadyAnswer {
+    /// `,"result":` + the result + `}`: everything after the id.
+    tail: Vec<u8>,
+}
+
+/// What every response the proxy writes starts with, up to its id.
+const RESPONSE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+
+impl ReadyAnswer {
+    /// The answer for `result` (raw JSON).
+    pub fn new(result: &[u8]) -> Self {
+        let mut tail = Vec::with_capacity(result.len() + 11);
+        tail.extend_from_slice(br#","result":"#);
+        tail.extend_from_slice(result);
+        tail.push(b'}');
+        Self { tail }
+    }
+
+    /// The response to the request `id` (raw JSON).
+    pub fn to(&self, id: &[u8]) -> Vec<u8> {
+        let mut line = Vec::with_capacity(RESPONSE_HEAD.len() + id.len() + self.tail.len());
+        line.extend_from_slice(RESPONSE_HEAD);
+        line.extend_from_slice(id);
+        line.extend_from_slice(&self.tail);
+        line
+    }
+}
+
+/// A JSON-RPC success response to the request `id` with `result` (both raw JSON), written
+/// plainly: the form [`ReadyAnswer`] must match, which its tests check it against.
+#[cfg(test)]
 pub(super) fn success_response(id: &[u8], result: &[u8]) -> Vec<u8> {
     let mut line = Vec::with_capacity(40 + id.len() + result.len());
-    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(RESPONSE_HEAD);
     line.extend_from_slice(id);
     line.extend_from_slice(br#","result":"#);
     line.extend_from_slice(result);
@@ -145,6 +179,41 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}"#
         );
         assert_eq!(batch(&[b"1".to_vec(), b"2".to_vec()]), b"[1,2]");
+    }
+
+    /// The ready-made answer is the very line `success_response` builds, whatever the id's form.
+    #[test]
+    fn the_ready_answer_is_byte_identical_for_every_id_form() {
+        let results: [&[u8]; 3] = [
+            br#"{"roots":[]}"#,
+            br#"{"roots":[{"uri":"file:///a%20b","name":"a \"b\""}]}"#,
+            &[b'x'; 100_000],
+        ];
+        let ids: [&[u8]; 9] = [
+            b"0",
+            b"7",
+            b"-3",
+            b"1.5e3",
+            b"12345678901234567890123456789012345678901234567890",
+            br#""""#,
+            br#""a\"b\\c\u0041\n""#,
+            "\"\u{e9}t\u{e9} \u{1F600}\"".as_bytes(),
+            &[b'9'; 4096],
+        ];
+        for result in results {
+            let ready = ReadyAnswer::new(result);
+            for id in ids {
+                let line = ready.to(id);
+                assert_eq!(line, success_response(id, result), "id {id:?}");
+                assert_eq!(line.capacity(), line.len(), "one right-sized allocation");
+            }
+        }
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&ReadyAnswer::new(br#"{"roots":[]}"#).to(br#""a\"b""#)).unwrap();
+        assert_eq!(
+            parsed,
+            serde_json::json!({"jsonrpc":"2.0","id":"a\"b","result":{"roots":[]}})
+        );
     }
 
     #[test]

@@ -75,6 +75,15 @@ async fn server_exit(server: Option<&mut server::Server>) -> std::io::Result<Exi
     }
 }
 
+/// Each new value of a watch channel, once it changes; ends when its sender is gone.
+fn newest<T: Clone>(receiver: watch::Receiver<T>) -> impl futures::Stream<Item = T> {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.changed().await.ok()?;
+        let value = receiver.borrow_and_update().clone();
+        Some((value, receiver))
+    })
+}
+
 /// Runs the proxy until the server exits; returns how it exited, to pass on.
 pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit> {
     // A bad --map or template is a usage error before anything starts.
@@ -111,11 +120,11 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         ..Config::new(!args.no_list_changed)
     };
     let mut relay = Relay::new(config, Instant::now());
-    let (roots_tx, mut roots) = watch::channel(None);
+    let (roots_tx, roots) = watch::channel(None);
     let link::Link {
         states,
         publications,
-        mut acks,
+        acks,
     } = link::spawn(
         target.clone(),
         RegisterParams {
@@ -127,6 +136,11 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         },
         roots_tx,
     );
+
+    // The daemon's news as streams made once: a `changed()` made anew on every turn registered
+    // with its channel and unregistered again each time, whether or not anything changed.
+    let mut roots = std::pin::pin!(newest(roots));
+    let mut acks = std::pin::pin!(newest(acks));
 
     let mut to_host = Outbound::new(stdio::stdout());
     let mut host_lines = LineReader::new(stdio::stdin());
@@ -220,23 +234,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             },
             () = to_host.drain() => {}
             () = server_drain(queue) => {}
-            changed = roots.changed(), if roots_open => match changed {
-                Ok(()) => {
-                    let snapshot = roots.borrow_and_update().clone();
-                    if let Some(snapshot) = snapshot {
-                        relay.roots_changed(snapshot, Instant::now());
-                    }
-                }
-                Err(_) => roots_open = false,
+            changed = roots.next(), if roots_open => match changed {
+                Some(Some(snapshot)) => relay.roots_changed(snapshot, Instant::now()),
+                Some(None) => {}
+                None => roots_open = false,
             },
-            changed = acks.changed(), if acks_open => match changed {
-                Ok(()) => {
-                    let ack = *acks.borrow_and_update();
-                    if let Some(ack) = ack {
-                        relay.published(ack, Instant::now());
-                    }
-                }
-                Err(_) => acks_open = false,
+            changed = acks.next(), if acks_open => match changed {
+                Some(Some(ack)) => relay.published(ack, Instant::now()),
+                Some(None) => {}
+                None => acks_open = false,
             },
             () = &mut timer, if wake_at.is_some() => {
                 let now = Instant::now();
@@ -263,7 +269,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         // Where the server stands after this turn: a restart's next phase, a failed start.
         launcher.reap_failed_start(&mut relay, &mut slot, host_open);
         launcher.step(&mut relay, &mut slot, host_open && !ending, Instant::now());
-        for output in relay.take_output() {
+        for output in relay.drain_output() {
             match output {
                 Output::ToServer(line) => {
                     if let Some(running) = slot.as_mut() {
