@@ -92,9 +92,11 @@ impl Channel {
 impl Publisher {
     fn publish(&self, snapshot: Arc<RootsSnapshot>) {
         let revision = snapshot.revision;
-        let published = Arc::new(self.published(snapshot));
         {
             let mut channels = self.channels.lock().expect("channels lock");
+            // Numbered under the lock, as a state made for a session's registration is: a
+            // session shown a state is never offered an older one as newer.
+            let published = Arc::new(self.published(snapshot));
             channels
                 .entry(published.snapshot.workspace.clone())
                 .and_modify(|channel| {
