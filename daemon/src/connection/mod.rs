@@ -5,8 +5,13 @@
 //! line left unfinished) gets one last error and closes this connection only. Each connection
 //! runs in its own task, so a slow reader delays nobody but itself, and every wait on the peer is
 //! bounded ([`crate::limits`]): a line it does not finish, a line it does not read, a shutdown.
+//!
+//! A session's pushes are written by the registry's fan-out thread while this task is idle, and
+//! by this task otherwise; the session's [`Outbox`] says which, so lines never interleave
+//! ([`crate::registry`]'s `fanout`).
 
 use std::collections::VecDeque;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +33,7 @@ use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
 use crate::info::{AdmittedPeer, DaemonInfo};
 use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, Tuning, WRITE_TIMEOUT};
-use crate::registry::{Published, Registry, Session};
+use crate::registry::{Next, Outbox, Published, Registry, Session, Socket};
 use crate::store::Health;
 
 /// Serves one connection until the client leaves, breaks framing, stops reading, or the daemon
@@ -48,8 +53,11 @@ pub async fn serve(
         partial_line_timeout,
     } = tuning;
     let _client = registry.client_connected();
+    let socket = Arc::new(Shared(stream));
+    let stream = &socket.0;
     let mut lines = LineReader::new(&input, partial_line_timeout);
     let mut state = ConnectionState {
+        socket: socket.clone(),
         peer,
         registry: &registry,
         info: &info,
@@ -79,47 +87,115 @@ pub async fn serve(
                         "closing this connection: idle for {} s with no session registered and no watch: reconnect when you need rootsd again",
                         idle_timeout.as_secs_f64()
                     )));
-                    let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
+                    let _ = write_line(stream, line.as_bytes(), &shutdown).await;
                     break;
                 }
                 () = sleep_until(lines.deadline()) => Event::Line(Err(lines.unfinished())),
-                filled = lines.fill(&stream) => match filled {
+                filled = lines.fill(stream) => match filled {
                     Ok(true) => continue,
                     Ok(false) => break,
                     Err(err) => Event::Line(Err(err)),
                 },
-                published = next_snapshot(&mut state.session) => Event::Push(published),
+                () = woken(&state.session) => Event::Outbox,
                 published = next_feed(&mut state.feed, &registry) => Event::Push(published),
             },
         };
+        let outbox = state.session.as_ref().map(|s| s.outbox.clone());
         let outgoing = match event {
-            Event::Push(published) => Outgoing::Shared(published.line()),
+            Event::Outbox => None,
+            Event::Push(published) => Some(Outgoing::Shared(published.line())),
             Event::Line(Err(err)) => {
                 let Some(code) = err.code() else { break };
                 tracing::warn!(error = %err, "closing a connection whose input cannot be read");
                 let line = failure_line(None, &ErrorObject::new(code, err.to_string()));
-                let _ = write_line(&stream, line.as_bytes(), &shutdown).await;
+                let _ = send(
+                    stream,
+                    outbox.as_deref(),
+                    Some(&Outgoing::Owned(line)),
+                    &shutdown,
+                )
+                .await;
                 break;
             }
             Event::Line(Ok(line)) => {
+                // Nothing is pushed while a request is served: a change it causes, or one that
+                // comes meanwhile, follows its answer, as it would if this task wrote them all.
+                if let Some(outbox) = &outbox
+                    && let Err(err) = send(stream, Some(outbox), None, &shutdown).await
+                {
+                    tracing::debug!(%err, "closing a connection that does not take what is written to it");
+                    break;
+                }
                 let response = state.handle_line(&line).await;
                 idle_deadline = tokio::time::Instant::now() + idle_timeout;
-                match response {
-                    Some(response) => Outgoing::Owned(response),
-                    None => continue,
-                }
+                response.map(Outgoing::Owned)
             }
         };
-        if let Err(err) = write_line(&stream, outgoing.as_bytes(), &shutdown).await {
+        // A session registered by this very line has an outbox now, busy until this answer is
+        // written.
+        let outbox = state.session.as_ref().map(|s| s.outbox.clone());
+        if let Err(err) = send(stream, outbox.as_deref(), outgoing.as_ref(), &shutdown).await {
             tracing::debug!(%err, "closing a connection that does not take what is written to it");
             break;
         }
     }
 }
 
+/// The connection's socket, shared with the fan-out thread, which writes pushes to it while
+/// this task is idle (through its descriptor, so that it stays open while either holds it).
+struct Shared(Stream);
+
+impl AsFd for Shared {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        let Stream::UdSocket(stream) = &self.0;
+        stream.as_fd()
+    }
+}
+
+/// Writes `line` (if any) with a session's `outbox` (if any) held, so that nothing else writes
+/// meanwhile: first the rest of a line the fan-out thread began, then `line`, then whatever the
+/// thread left for this task while it was busy; then the outbox is idle again.
+async fn send(
+    stream: &Stream,
+    outbox: Option<&Outbox>,
+    line: Option<&Outgoing>,
+    shutdown: &CancellationToken,
+) -> Result<(), WriteFailed> {
+    let Some(outbox) = outbox else {
+        return match line {
+            Some(line) => write_line(stream, line.as_bytes(), shutdown).await,
+            None => Ok(()),
+        };
+    };
+    if let Some(first) = outbox.claim() {
+        write_next(stream, &first, shutdown).await?;
+    }
+    if let Some(line) = line {
+        write_line(stream, line.as_bytes(), shutdown).await?;
+    }
+    while let Some(next) = outbox.next() {
+        write_next(stream, &next, shutdown).await?;
+    }
+    Ok(())
+}
+
+async fn write_next(
+    stream: &Stream,
+    next: &Next,
+    shutdown: &CancellationToken,
+) -> Result<(), WriteFailed> {
+    let bytes = match next {
+        Next::Rest(line, from) => &line.as_bytes()[*from..],
+        Next::Push(line) => line.as_bytes(),
+    };
+    write_line(stream, bytes, shutdown).await
+}
+
 enum Event {
     Line(Result<String, FramingError>),
     Push(Arc<Published>),
+    /// The fan-out thread left this task something to write.
+    Outbox,
 }
 
 /// A line to write, newline included: a response of this connection's own, or a push shared by
@@ -177,17 +253,11 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// The next state of a registered session's workspace; never resolves without a session.
-async fn next_snapshot(session: &mut Option<Session<'_>>) -> Arc<Published> {
+/// Resolves when the fan-out thread left a registered session's task something to write;
+/// never without a session.
+async fn woken(session: &Option<Session<'_>>) {
     match session {
-        Some(session) => {
-            if session.receiver.changed().await.is_err() {
-                // The registry keeps every sender for its whole life, so this cannot happen
-                // while the daemon runs; waiting forever is the harmless answer.
-                std::future::pending::<()>().await;
-            }
-            session.receiver.borrow_and_update().clone()
-        }
+        Some(session) => session.outbox.woken().await,
         None => std::future::pending().await,
     }
 }
@@ -226,6 +296,8 @@ struct Feed {
 }
 
 struct ConnectionState<'a> {
+    /// This connection's socket, for a session's outbox.
+    socket: Socket,
     peer: AdmittedPeer,
     registry: &'a Registry,
     info: &'a DaemonInfo,
@@ -333,8 +405,10 @@ impl<'a> ConnectionState<'a> {
                     ));
                 }
                 let peer = self.peer_of_changes();
-                let mut session = self.registry.register_session(params, peer).await?;
-                let snapshot = RootsSnapshot::clone(&session.receiver.borrow_and_update().snapshot);
+                let session = self.registry.register_session(params, peer).await?;
+                // Busy until the answer is written, then written to directly.
+                session.outbox.attach(self.socket.clone());
+                let snapshot = RootsSnapshot::clone(&session.snapshot);
                 tracing::debug!(session = session.id, workspace = %snapshot.workspace, "session registered");
                 let result = RegisterResult {
                     session_id: session.id,

@@ -47,7 +47,10 @@ fn params_for(method: &str, dir: &std::path::Path) -> Value {
 async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<(String, Value)> {
     let info = info();
     let shutdown = CancellationToken::new();
+    // A socket for the session's outbox; nothing is pushed to it in these tests.
+    let (socket, _peer_end) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
     let mut connection = ConnectionState {
+        socket: Arc::new(socket),
         peer: AdmittedPeer {
             uid: 4242,
             pid: Some(1),

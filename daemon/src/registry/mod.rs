@@ -30,6 +30,8 @@ use crate::store::{
     self, Change, Committer, Contents, Health, Opened, Origin, PeerV1, Plan, Serving, StoreError,
 };
 use crate::workspace_bounds;
+use fanout::FanOut;
+pub use fanout::{Next, Outbox, Socket};
 use plan::{plan_add, plan_remove};
 pub use reconnecting::keep_record;
 
@@ -56,9 +58,14 @@ pub struct Registry {
 
 /// What tells connections about durable changes; the commit thread calls it, in order.
 struct Publisher {
-    /// Newest state per workspace, for sessions and `watch` subscribers. Created when a
-    /// workspace first changes or gets a session.
-    channels: Mutex<HashMap<WorkspaceName, watch::Sender<Arc<Published>>>>,
+    /// Per workspace: the newest state, and the sessions it goes to. Created when a workspace
+    /// first changes or gets a session.
+    channels: Mutex<HashMap<WorkspaceName, Channel>>,
+    /// Numbers every state published, so that a session is never sent one twice or an older
+    /// one after a newer.
+    sequence: AtomicU64,
+    /// The thread that writes each change to the sessions ([`fanout`]); set once, at start.
+    fanout: OnceLock<Arc<FanOut>>,
     /// The store revision of the newest change published, which wakes `watch` subscribers.
     changes: watch::Sender<u64>,
     /// Bumped whenever the totals `systemd::supervise` reports (roots, workspaces, sessions,
@@ -66,21 +73,62 @@ struct Publisher {
     counts: watch::Sender<u64>,
 }
 
+/// One workspace's newest state (for `watch` subscribers, and for sessions as they register),
+/// and the outboxes of its sessions by session id, which is the order they registered in.
+struct Channel {
+    newest: watch::Sender<Arc<Published>>,
+    outboxes: BTreeMap<u64, Arc<Outbox>>,
+}
+
+impl Channel {
+    fn new(published: Arc<Published>) -> Self {
+        Self {
+            newest: watch::channel(published).0,
+            outboxes: BTreeMap::new(),
+        }
+    }
+}
+
 impl Publisher {
     fn publish(&self, snapshot: Arc<RootsSnapshot>) {
         let revision = snapshot.revision;
-        let published = Arc::new(Published::new(snapshot));
-        self.channels
-            .lock()
-            .expect("channels lock")
-            .entry(published.snapshot.workspace.clone())
-            .and_modify(|sender| {
-                sender.send_replace(published.clone());
-            })
-            .or_insert_with(|| watch::channel(published.clone()).0);
+        {
+            let mut channels = self.channels.lock().expect("channels lock");
+            // Numbered under the lock, as a state made for a session's registration is: a
+            // session shown a state is never offered an older one as newer.
+            let published = Arc::new(self.published(snapshot));
+            channels
+                .entry(published.snapshot.workspace.clone())
+                .and_modify(|channel| {
+                    channel.newest.send_replace(published.clone());
+                })
+                .or_insert_with(|| Channel::new(published.clone()));
+            // Under the lock: a session registering now either sees this state in the channel
+            // or is among the outboxes the fan-out thread writes it to.
+            if let Some(fanout) = self.fanout.get() {
+                fanout.hand_over(published.clone());
+            }
+        }
         // After the channel holds the snapshot: a subscriber woken by this finds it there.
         self.changes.send_replace(revision);
         self.counts_changed();
+    }
+
+    fn published(&self, snapshot: Arc<RootsSnapshot>) -> Published {
+        Published {
+            snapshot,
+            sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
+            line: OnceLock::new(),
+        }
+    }
+
+    /// The outboxes of `workspace`'s sessions, oldest session first.
+    fn outboxes(&self, workspace: &WorkspaceName) -> Vec<Arc<Outbox>> {
+        let channels = self.channels.lock().expect("channels lock");
+        channels
+            .get(workspace)
+            .map(|channel| channel.outboxes.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn counts_changed(&self) {
@@ -118,9 +166,18 @@ impl Registry {
     pub fn new(opened: Opened) -> Result<Self, StoreError> {
         let publisher = Arc::new(Publisher {
             channels: Mutex::new(HashMap::new()),
+            sequence: AtomicU64::new(0),
+            fanout: OnceLock::new(),
             changes: watch::channel(0).0,
             counts: watch::channel(0).0,
         });
+        let fanout = {
+            let publisher = publisher.clone();
+            // Like the runtime's own threads: a daemon that cannot start a thread cannot run.
+            FanOut::start(move |workspace| publisher.outboxes(workspace))
+                .expect("failed to start the fan-out thread")
+        };
+        let _ = publisher.fanout.set(fanout);
         let on_durable = {
             let publisher = publisher.clone();
             Box::new(move |change: &Change, contents: &Contents| {
@@ -365,7 +422,7 @@ impl Registry {
         let mut changed: Vec<Arc<Published>> = channels
             .iter()
             .filter(|(name, _)| workspace.is_none_or(|w| w == *name))
-            .map(|(_, sender)| sender.borrow().clone())
+            .map(|(_, channel)| channel.newest.borrow().clone())
             .filter(|published| published.snapshot.revision > after)
             .collect();
         changed.sort_by_key(|published| published.snapshot.revision);
@@ -397,16 +454,21 @@ impl Registry {
                 of_others,
             )?;
         }
-        let receiver = {
+        let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
+        let (snapshot, outbox) = {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
-            let sender = channels.entry(params.workspace.clone()).or_insert_with(|| {
+            let channel = channels.entry(params.workspace.clone()).or_insert_with(|| {
                 let snapshot = Arc::new(snapshot_of(&model, &params.workspace));
-                watch::channel(Arc::new(Published::new(snapshot))).0
+                Channel::new(Arc::new(self.publisher.published(snapshot)))
             });
-            sender.subscribe()
+            // Under the channels lock, as publications are: every later state reaches this
+            // outbox, and its registration answer shows this one.
+            let current = channel.newest.borrow().clone();
+            let outbox = Arc::new(Outbox::new(current.sequence));
+            channel.outboxes.insert(id, outbox.clone());
+            (current.snapshot.clone(), outbox)
         };
-        let id = self.next_session_id.fetch_add(1, Ordering::Relaxed);
         // An id, as long as its proxy likes: cut like the other texts a session reports.
         let instance = session_bounds::cut(params.instance, crate::limits::SESSION_TEXT_BYTES);
         if !instance.is_empty() {
@@ -438,7 +500,9 @@ impl Registry {
         Ok(Session {
             registry: self,
             id,
-            receiver,
+            workspace: snapshot.workspace.clone(),
+            snapshot,
+            outbox,
         })
     }
 
@@ -529,7 +593,11 @@ pub struct FetchProgress {
 pub struct Session<'a> {
     registry: &'a Registry,
     pub id: u64,
-    pub receiver: watch::Receiver<Arc<Published>>,
+    workspace: WorkspaceName,
+    /// The workspace's state when the session registered, for the registration's answer.
+    pub snapshot: Arc<RootsSnapshot>,
+    /// Where the workspace's later states go ([`fanout`]).
+    pub outbox: Arc<Outbox>,
 }
 
 /// One state of a workspace as published to connections: the snapshot, and the
@@ -537,17 +605,12 @@ pub struct Session<'a> {
 /// and then shared by all of them.
 pub struct Published {
     pub snapshot: Arc<RootsSnapshot>,
+    /// Increases with every state published, in any workspace ([`Publisher::published`]).
+    sequence: u64,
     line: OnceLock<Arc<str>>,
 }
 
 impl Published {
-    fn new(snapshot: Arc<RootsSnapshot>) -> Self {
-        Self {
-            snapshot,
-            line: OnceLock::new(),
-        }
-    }
-
     /// The `roots.changed` notification for this state, newline included.
     pub fn line(&self) -> Arc<str> {
         self.line
@@ -584,6 +647,17 @@ impl Session<'_> {
 
 impl Drop for Session<'_> {
     fn drop(&mut self) {
+        self.outbox.close();
+        let mut channels = self
+            .registry
+            .publisher
+            .channels
+            .lock()
+            .expect("channels lock");
+        if let Some(channel) = channels.get_mut(&self.workspace) {
+            channel.outboxes.remove(&self.id);
+        }
+        drop(channels);
         let record = self
             .registry
             .sessions
@@ -596,6 +670,15 @@ impl Drop for Session<'_> {
         self.registry.progress.notify_waiters();
         self.registry.counts_changed();
         self.registry.session_table_changed();
+    }
+}
+
+/// The fan-out thread stops with the registry (it holds the publisher, which holds it).
+impl Drop for Registry {
+    fn drop(&mut self) {
+        if let Some(fanout) = self.publisher.fanout.get() {
+            fanout.stop();
+        }
     }
 }
 
@@ -652,6 +735,7 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
     }
 }
 
+mod fanout;
 mod plan;
 mod publish;
 mod reconnecting;

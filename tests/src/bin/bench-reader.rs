@@ -9,11 +9,18 @@
 //! ```
 //!
 //! It prints `ready` once every connection is set up (for rootsd: greeted and registered). Then,
-//! for each `round TRIGGER` line on stdin, it writes TRIGGER on its control connection, reads
-//! the acknowledgement, reads one line on each of the N connections, and prints
-//! `NANOSECONDS LINE`: the time from the acknowledgement to the last line read, and the line the
-//! first connection read. It runs in its own process so that it has a descriptor limit of its
-//! own, and so the benchmark can hold rootsd's readers and the limit's side by side.
+//! for each line on stdin it writes TRIGGER on its control connection, reads the
+//! acknowledgement and one line on each of the N connections, and prints `NANOSECONDS LINE`
+//! (the line the first connection read):
+//!
+//! - `round TRIGGER`: the time from the acknowledgement to the last line read, reading whichever
+//!   connection has data (epoll), so that the order in which a server writes does not matter.
+//! - `whole TRIGGER`: the time from just before TRIGGER is written until the acknowledgement and
+//!   every connection's line are read, by the cheapest reader there is: one thread doing
+//!   blocking reads, the acknowledgement first, then each connection in the order it connected.
+//!
+//! It runs in its own process so that it has a descriptor limit of its own, and so the benchmark
+//! can hold rootsd's readers and the limit's side by side.
 
 use std::io::{BufRead, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -79,18 +86,28 @@ fn run() -> Result<()> {
     let mut first = Vec::new();
     for command in std::io::stdin().lock().lines() {
         let command = command?;
-        let Some(trigger) = command.strip_prefix("round ") else {
+        let (whole, trigger) = if let Some(trigger) = command.strip_prefix("round ") {
+            (false, trigger)
+        } else if let Some(trigger) = command.strip_prefix("whole ") {
+            (true, trigger)
+        } else {
             bail!("unknown command {command:?}");
         };
+        let requested = Instant::now();
         send(&mut control, trigger)?;
         let ack = read_line(&mut control, &mut buf)?;
         match server {
             Server::Rootsd => ensure!(bench_wire::is_success(ack), "the change failed: {ack}"),
             Server::Limit => ensure!(ack == "ok", "limit-fanout answered {ack:?}"),
         }
-        let start = Instant::now();
-        ready.read_round(&sessions, &mut buf, &mut first)?;
-        let elapsed = start.elapsed();
+        let elapsed = if whole {
+            read_in_order(&sessions, &mut buf, &mut first)?;
+            requested.elapsed()
+        } else {
+            let start = Instant::now();
+            ready.read_round(&sessions, &mut buf, &mut first)?;
+            start.elapsed()
+        };
         if server == Server::Rootsd {
             ensure!(
                 first.starts_with(bench_wire::PUSH_PREFIX.as_bytes()),
@@ -199,6 +216,38 @@ impl Readiness {
         }
         Ok(())
     }
+}
+
+/// Reads one line on every connection with blocking reads, in order: no readiness, no wake-up
+/// but the kernel's own when a connection that has nothing yet receives its line. `first` gets
+/// the first connection's line, and every other must have its length.
+fn read_in_order(sessions: &[UnixStream], buf: &mut [u8], first: &mut Vec<u8>) -> Result<()> {
+    first.clear();
+    for (i, mut session) in sessions.iter().enumerate() {
+        let mut got = 0;
+        loop {
+            let n = session.read(buf).context("read a line")?;
+            ensure!(n > 0, "the server closed connection {i}");
+            if i == 0 {
+                first.extend_from_slice(&buf[..n]);
+            }
+            got += n;
+            if buf[n - 1] == b'\n' {
+                break;
+            }
+        }
+        if i == 0 {
+            first.pop();
+        } else {
+            ensure!(
+                got - 1 == first.len(),
+                "connection {i} read a line of {} bytes, another one of {}",
+                got - 1,
+                first.len()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn connect(socket: &str) -> Result<UnixStream> {

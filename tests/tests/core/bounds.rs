@@ -134,6 +134,78 @@ fn a_watcher_that_stops_reading_gets_the_newest_state_not_every_change_it_missed
     );
 }
 
+#[test]
+fn a_session_that_stops_reading_holds_up_no_other_and_gets_the_newest_state() {
+    // Enough to fill the stuck session's socket many times over, few enough to finish well
+    // within the daemon's patience with it (30 s) on a loaded machine.
+    const CHANGES: usize = 30;
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let register = |client: &mut RawClient, label: &str| {
+        let registered = client.request(
+            "session.register",
+            json!({"workspace": "default", "label": label, "pid": 1, "state": {"list_changed": true}}),
+        );
+        assert!(registered.get("result").is_some(), "{registered}");
+    };
+    let mut stuck = sb.connect();
+    register(&mut stuck, "stuck");
+    let mut reading = sb.connect();
+    register(&mut reading, "reading");
+    let mut control = sb.connect();
+    // Pushes of about 100 kB: the stuck session's socket is full after a couple.
+    let long_name = "n".repeat(1000);
+    let roots: Vec<Value> = (0..100)
+        .map(|i| json!({"uri": format!("file:///w/d{i}"), "name": format!("{long_name}{i}")}))
+        .collect();
+    let added = control.request("roots.add", json!({ "roots": roots }));
+    let mut revision = added["result"]["revision"].as_u64().expect("the add");
+    let expect_push = |client: &mut RawClient, revision: u64| {
+        let pushed = client.read_json();
+        assert_eq!(pushed["method"], json!("roots.changed"), "{pushed}");
+        assert_eq!(pushed["params"]["revision"].as_u64(), Some(revision));
+        pushed
+    };
+    expect_push(&mut reading, revision);
+    for i in 0..CHANGES {
+        let renamed = control.request(
+            "roots.add",
+            json!({"roots": [{"uri": "file:///w/d0", "name": format!("renamed {i}")}]}),
+        );
+        revision = renamed["result"]["revision"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("rename {i} failed: {renamed}"));
+        // Every change reaches the session that reads, whole, in order, while the other is
+        // stuck.
+        let pushed = expect_push(&mut reading, revision);
+        assert_eq!(
+            pushed["params"]["roots"][0]["name"],
+            json!(format!("renamed {i}"))
+        );
+    }
+    // The stuck session reads now: what fitted in its socket, then the newest state, each line
+    // whole.
+    let mut pushes = 0;
+    loop {
+        let pushed = stuck.read_json();
+        assert_eq!(pushed["method"], json!("roots.changed"), "{pushed}");
+        pushes += 1;
+        if pushed["params"]["revision"].as_u64() == Some(revision) {
+            let roots = pushed["params"]["roots"].as_array().unwrap();
+            assert_eq!(roots[0]["name"], json!(format!("renamed {}", CHANGES - 1)));
+            break;
+        }
+    }
+    assert!(
+        pushes <= 10,
+        "a session that did not read for {} changes was sent {pushes} of them: the daemon kept every one for it",
+        CHANGES + 1
+    );
+    // And it is still served: its next request is answered, followed by nothing it had.
+    let listed = stuck.request("roots.list", json!({"workspace": "default"}));
+    assert!(listed.get("result").is_some(), "{listed}");
+}
+
 /// Fills `watcher`'s socket with pushes it never reads: each change carries the whole list.
 fn queue_pushes_it_never_reads(sb: &Sandbox) {
     let mut control = sb.connect();

@@ -6,15 +6,22 @@
 //! `bench-reader` (the same code), writing the very line rootsd pushed in the round before to
 //! each of them when triggered. Rounds alternate between the two, each after a short pause.
 //!
+//! The whole-path rows time what users feel: from the request written until the acknowledgement
+//! and every session's line are read, by the cheapest reader (blocking reads in order, the same
+//! for both). Their limit is the same `limit-fanout`, which before answering also appends a
+//! record the size of rootsd's journal record for the change (measured in this run) and calls
+//! `fdatasync`. A whole-path round of each side follows every ack→read round of each side.
+//!
 //! The daemon is fresh so that its memory per session is not flattered by memory that earlier
 //! phases freed and the allocator kept.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
-use crate::procs::{LineChild, helper, median, memory, uri_of};
+use crate::procs::{LineChild, helper, median, memory, rootsd_first, uri_of};
 use crate::report::{Row, Target};
 
 /// Idle time before each round.
@@ -22,6 +29,8 @@ const PAUSE: Duration = Duration::from_millis(100);
 
 const LIMIT_WHAT: &str =
     "limit-fanout: accepts N connections, writes the same line to each; same reader";
+const WHOLE_LIMIT_WHAT: &str = "limit-fanout: write + fdatasync of a journal-sized record, `ok`, \
+     then one blocking write of the line per connection; same reader (blocking reads in order)";
 
 pub struct FanOut {
     pub sessions: usize,
@@ -29,6 +38,11 @@ pub struct FanOut {
     /// Median time from acknowledgement until all N have read the line, ms.
     pub rootsd_ms: f64,
     pub limit_ms: f64,
+    /// Median time from the request written until all N have read the line, ms.
+    pub whole_rootsd_ms: f64,
+    pub whole_limit_ms: f64,
+    /// Bytes rootsd's journal grew by for one change: what the limit writes and syncs.
+    pub record_bytes: u64,
     /// Daemon memory added per idle registered session, KiB.
     pub daemon_kib_per_session: f64,
     /// limit-fanout's memory added per accepted connection, KiB.
@@ -68,9 +82,43 @@ pub fn run(sessions: usize, rounds: usize) -> Result<FanOut> {
     std::thread::sleep(Duration::from_millis(200));
     let after = memory(daemon_pid)?.rss_kib;
 
+    let mut change = 0;
+    let mut rootsd_round = |ours: &mut LineChild, kind: &str| -> Result<(f64, String)> {
+        change += 1;
+        let add = bench_wire::add(2, &workspace, &uris[0], &format!("round-{change:05}"));
+        ours.send(&format!("{kind} {add}"))?;
+        parse_round(&ours.read_line()?)
+    };
+
+    // A first round, not counted: it warms rootsd's paths, gives the line for the limit, and
+    // says how much rootsd's journal grows per change, which the limit then writes and syncs.
+    let journal = sandbox.state.join("roots.journal");
+    let mut line = String::new();
+    let mut record_bytes = 0;
+    if rounds > 0 {
+        let before = std::fs::metadata(&journal)
+            .with_context(|| format!("stat {}", journal.display()))?
+            .len();
+        line = rootsd_round(&mut ours, "round")?.1;
+        let grown = std::fs::metadata(&journal)?.len();
+        ensure!(
+            grown > before,
+            "rootsd's journal did not grow with a change ({before} → {grown} bytes)"
+        );
+        record_bytes = grown - before;
+    }
+
     let limit_socket = sandbox.path().join("limit-fanout.sock");
+    let limit_journal = sandbox.path().join("limit-fanout.journal");
+    ensure!(
+        std::fs::metadata(sandbox.path())?.dev() == std::fs::metadata(&sandbox.state)?.dev(),
+        "the fan-out limit's journal must be on the state directory's filesystem"
+    );
     let mut server = helper("limit-fanout");
     server.arg(&limit_socket).arg(sessions.to_string());
+    if rounds > 0 {
+        server.arg(&limit_journal).arg(record_bytes.to_string());
+    }
     let mut server = LineChild::spawn(server, "limit-fanout")?;
     server.expect_line("ready")?;
     let limit_before = memory(server.pid())?.rss_kib;
@@ -84,35 +132,39 @@ pub fn run(sessions: usize, rounds: usize) -> Result<FanOut> {
     server.expect_line("accepted")?;
     let limit_after = memory(server.pid())?.rss_kib;
 
-    let mut change = 0;
-    let mut rootsd_round = |ours: &mut LineChild| -> Result<(f64, String)> {
-        change += 1;
-        let add = bench_wire::add(2, &workspace, &uris[0], &format!("round-{change:05}"));
-        ours.send(&format!("round {add}"))?;
-        parse_round(&ours.read_line()?)
-    };
-    let limit_round = |theirs: &mut LineChild, line: &str| -> Result<f64> {
-        theirs.send(&format!("round {line}"))?;
+    let limit_round = |theirs: &mut LineChild, kind: &str, line: &str| -> Result<f64> {
+        theirs.send(&format!("{kind} {line}"))?;
         let (ms, echoed) = parse_round(&theirs.read_line()?)?;
         ensure!(echoed == line, "limit-fanout delivered a different line");
         Ok(ms)
     };
 
     let (mut rootsd_ms, mut limit_ms) = (Vec::new(), Vec::new());
+    let (mut whole_rootsd_ms, mut whole_limit_ms) = (Vec::new(), Vec::new());
     let mut line_bytes = 0;
     if rounds > 0 {
-        // A first round each, not counted: the line for the limit, and warm paths on both.
-        let (_, mut line) = rootsd_round(&mut ours)?;
-        limit_round(&mut theirs, &line)?;
-        for _ in 0..rounds {
+        // The limit's first rounds, not counted either: warm paths, as rootsd's had.
+        limit_round(&mut theirs, "round", &line)?;
+        limit_round(&mut theirs, "whole", &line)?;
+        for turn in 0..rounds {
             // Changes reach an idle daemon in real use, so each round starts after a pause,
             // and each side's round follows the other's: both start equally cold.
             std::thread::sleep(PAUSE);
-            let (ms, pushed) = rootsd_round(&mut ours)?;
+            let (ms, pushed) = rootsd_round(&mut ours, "round")?;
             rootsd_ms.push(ms);
             line = pushed;
             std::thread::sleep(PAUSE);
-            limit_ms.push(limit_round(&mut theirs, &line)?);
+            limit_ms.push(limit_round(&mut theirs, "round", &line)?);
+            for rootsd in rootsd_first(turn) {
+                std::thread::sleep(PAUSE);
+                if rootsd {
+                    let (ms, pushed) = rootsd_round(&mut ours, "whole")?;
+                    line = pushed;
+                    whole_rootsd_ms.push(ms);
+                } else {
+                    whole_limit_ms.push(limit_round(&mut theirs, "whole", &line)?);
+                }
+            }
         }
         line_bytes = line.len() + 1;
     }
@@ -127,6 +179,9 @@ pub fn run(sessions: usize, rounds: usize) -> Result<FanOut> {
         rounds,
         rootsd_ms: median_or_zero(&mut rootsd_ms),
         limit_ms: median_or_zero(&mut limit_ms),
+        whole_rootsd_ms: median_or_zero(&mut whole_rootsd_ms),
+        whole_limit_ms: median_or_zero(&mut whole_limit_ms),
+        record_bytes,
         daemon_kib_per_session: after.saturating_sub(before) as f64 / sessions as f64,
         limit_kib_per_connection: limit_after.saturating_sub(limit_before) as f64 / sessions as f64,
         line_bytes,
@@ -163,6 +218,29 @@ impl FanOut {
                 self.rounds,
                 PAUSE.as_millis(),
                 self.line_bytes
+            )),
+        }
+    }
+
+    pub fn whole_row(&self) -> Row {
+        Row {
+            id: format!("whole_fanout_{}", self.sessions),
+            what: format!(
+                "one change reaching {} sessions (request → ack and all read), median",
+                thousands(self.sessions)
+            ),
+            unit: "ms",
+            rootsd: self.whole_rootsd_ms,
+            limit: Some(self.whole_limit_ms),
+            limit_what: WHOLE_LIMIT_WHAT.into(),
+            samples: self.rounds,
+            target: Target::ratio_at_most(2.0),
+            note: Some(format!(
+                "{} rounds each, taking turns, each after a {} ms pause; a push of {} bytes; the limit syncs {} bytes, rootsd's journal growth per change",
+                self.rounds,
+                PAUSE.as_millis(),
+                self.line_bytes,
+                self.record_bytes
             )),
         }
     }

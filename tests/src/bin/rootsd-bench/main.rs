@@ -177,6 +177,7 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
             let result = fanout::run(sessions, rounds)?;
             if rounds > 0 {
                 rows.push(result.row());
+                rows.push(result.whole_row());
             }
             if sessions == largest {
                 memory_row = Some(result.memory_row());
