@@ -3,8 +3,9 @@
 //!
 //! What decides a message's fate may be its last member (the TypeScript SDK writes
 //! `{"result":…,"jsonrpc":"2.0","id":7}`), so a line is streamed only when every message it
-//! could be would be forwarded unchanged: it starts with a `result` or `error` member (a
-//! response, not a batch), and whatever its id, the relay would keep it as it is:
+//! could be would be forwarded unchanged: its `result` or `error` member starts before any
+//! `method` (a response, not a batch; `jsonrpc` and `id` may come first, as most SDKs write
+//! them, or last), and whatever its id, the relay would keep it as it is:
 //! - the handshake era was negotiated (no 2026-07-28 `input_required` result to answer, and no
 //!   era to learn from it) and the host's `initialize` is not waiting for its response (whose
 //!   version the relay learns);
@@ -137,30 +138,48 @@ impl Relay {
     }
 }
 
-/// Whether `prefix` starts an object whose first member's key is `result` or `error` (spelt in
-/// any way JSON allows), with the key complete.
+/// Whether `prefix` starts an object in which a `result` or `error` member (its key spelt in any
+/// way JSON allows, and complete) comes before any `method`: after complete members of any
+/// other name, such as the `jsonrpc` and `id` most SDKs write first.
 fn starts_a_response(prefix: &[u8]) -> bool {
-    let mut pos = 0;
-    while prefix.get(pos).is_some_and(|b| json::is_ws(*b)) {
-        pos += 1;
-    }
+    let skip_ws = |mut pos: usize| {
+        while prefix.get(pos).is_some_and(|b| json::is_ws(*b)) {
+            pos += 1;
+        }
+        pos
+    };
+    let mut pos = skip_ws(0);
     if prefix.get(pos) != Some(&b'{') {
         return false;
     }
     pos += 1;
-    while prefix.get(pos).is_some_and(|b| json::is_ws(*b)) {
+    loop {
+        pos = skip_ws(pos);
+        if prefix.get(pos) != Some(&b'"') {
+            return false;
+        }
+        let Some(end) = json::string_end(prefix, pos) else {
+            return false;
+        };
+        match json::decode_string(&prefix[pos..end]).as_str() {
+            "result" | "error" => return true,
+            "method" => return false,
+            _ => {}
+        }
+        let Some(member) = json::member_at(prefix, pos) else {
+            return false;
+        };
+        if member.value.end == prefix.len() {
+            // A number or literal running to the end of the prefix may go on past it; nothing
+            // that long comes before a result anyway.
+            return false;
+        }
+        pos = skip_ws(member.whole.end);
+        if prefix.get(pos) != Some(&b',') {
+            return false;
+        }
         pos += 1;
     }
-    if prefix.get(pos) != Some(&b'"') {
-        return false;
-    }
-    let Some(end) = json::string_end(prefix, pos) else {
-        return false;
-    };
-    matches!(
-        json::decode_string(&prefix[pos..end]).as_str(),
-        "result" | "error"
-    )
 }
 
 /// The members of a scanned line that the relay reads, as a small message of their own: `id`

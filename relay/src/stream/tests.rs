@@ -107,17 +107,21 @@ fn a_long_id_is_noted_but_not_kept() {
 }
 
 #[test]
-fn only_a_line_that_starts_with_result_or_error_starts_a_response() {
+fn a_line_whose_result_or_error_comes_before_any_method_starts_a_response() {
     for yes in [
         r#"{"result":"#,
         r#"  {  "error""#,
         r#"{"\u0072esult":"#,
+        r#"{"jsonrpc":"2.0","id":{"a":[1]},"result":"#,
+        r#"{ "id" : 7 , "error""#,
     ] {
         assert!(starts_a_response(yes.as_bytes()), "{yes}");
     }
     for no in [
-        r#"{"id":1,"result":"#,
+        r#"{"id":1,"method":"x","result":"#,
         r#"{"method":"x""#,
+        r#"{"id":12"#,
+        r#"{"id":1 "result":"#,
         r#"[{"result":"#,
         r#"{"resu"#,
         r#"{"results":"#,
@@ -209,11 +213,12 @@ fn a_line_not_settled_by_its_start_is_held_whole() {
     // Before the handshake, a response may be the initialize's, whose version is learnt.
     assert!(fresh.stream_from_server(br#"{"result":{"#, 1 << 20).is_none());
     let relay = settled();
-    // An id first, or a request, or a batch: not a response known from its start.
-    for prefix in [&br#"{"id":7,"result":"#[..], br#"{"method":"x","params":"#, br#"[{"result":"#] {
+    // A request, or a batch: not a response known from its start.
+    for prefix in [&br#"{"id":7,"method":"x","#[..], br#"{"method":"x","params":"#, br#"[{"result":"#] {
         assert!(relay.stream_from_server(prefix, 1 << 20).is_none());
     }
     assert!(relay.stream_from_server(br#"{"error":{"#, 1 << 20).is_some());
+    assert!(relay.stream_from_server(br#"{"jsonrpc":"2.0","id":7,"result":{"#, 1 << 20).is_some());
 }
 
 #[test]
