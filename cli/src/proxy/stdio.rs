@@ -381,11 +381,10 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
             bytes,
             newline: true,
         });
-        self.lines
-            .extend(self.held.drain(..).map(|bytes| Queued {
-                bytes,
-                newline: true,
-            }));
+        self.lines.extend(self.held.drain(..).map(|bytes| Queued {
+            bytes,
+            newline: true,
+        }));
         self.write_ready();
     }
 

@@ -63,8 +63,7 @@ pub(super) fn agrees(
 #[cfg(test)]
 mod tests {
     use super::super::{
-        Body, Event, Id, Line, Message, Method, Params, ResultBody, Scenario, Spacing, Version,
-        run,
+        Body, Event, Id, Line, Message, Method, Params, ResultBody, Scenario, Spacing, Version, run,
     };
     use super::*;
     use crate::Config;
@@ -111,7 +110,11 @@ mod tests {
                 Spacing::Compact,
             )),
             Event::Host(Line::Message(
-                message(Id::Int(1), Some(Method::ToolsCall), Body::Params(Params::Empty)),
+                message(
+                    Id::Int(1),
+                    Some(Method::ToolsCall),
+                    Body::Params(Params::Empty),
+                ),
                 Spacing::Compact,
             )),
             Event::Server(Line::Message(
@@ -122,10 +125,7 @@ mod tests {
                 message(Id::Int(2), None, Body::Error),
                 Spacing::Compact,
             )),
-            Event::Server(Line::Truncated(
-                message(Id::Int(3), None, Body::Error),
-                30,
-            )),
+            Event::Server(Line::Truncated(message(Id::Int(3), None, Body::Error), 30)),
         ]
     }
 
@@ -145,7 +145,11 @@ mod tests {
             }
         }
         assert_eq!(streamed, 3, "the result, the error and the cut line stream");
-        assert_eq!(relay.in_flight(), 0, "the streamed result retired its request");
+        assert_eq!(
+            relay.in_flight(),
+            0,
+            "the streamed result retired its request"
+        );
         run(
             &Scenario {
                 list_changed: true,

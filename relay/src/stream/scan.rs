@@ -116,8 +116,13 @@ impl Scan {
     fn step(&mut self, bytes: &[u8], i: usize) -> usize {
         let b = bytes[i];
         match self.state {
-            State::Start | State::First | State::Colon | State::Value | State::Next
-            | State::Key0 | State::Closed
+            State::Start
+            | State::First
+            | State::Colon
+            | State::Value
+            | State::Next
+            | State::Key0
+            | State::Closed
                 if json::is_ws(b) =>
             {
                 i + 1
@@ -251,7 +256,13 @@ impl Scan {
 
     /// Inside a container: brackets of either kind counted outside strings, as
     /// `json::value_end` counts them.
-    fn nested(&mut self, bytes: &[u8], mut i: usize, mut depth: usize, mut in_string: bool) -> usize {
+    fn nested(
+        &mut self,
+        bytes: &[u8],
+        mut i: usize,
+        mut depth: usize,
+        mut in_string: bool,
+    ) -> usize {
         let start = i;
         while i < bytes.len() {
             if in_string {

@@ -9,9 +9,12 @@ use super::scan::{Kept, Scan};
 use super::*;
 use crate::{Config, Output};
 
+/// What the relay reads of a message: its id, method, whether it is a response, and a success.
+type Read = Option<(Option<Vec<u8>>, Option<String>, bool, bool)>;
+
 /// What the relay reads of `line` whole: (id, method, response, success), `None` if it does
 /// not read it as a message.
-fn whole(line: &[u8]) -> Option<(Option<Vec<u8>>, Option<String>, bool, bool)> {
+fn whole(line: &[u8]) -> Read {
     let msg = Msg::read(line)?;
     Some((
         msg.id().map(<[u8]>::to_vec),
@@ -22,7 +25,7 @@ fn whole(line: &[u8]) -> Option<(Option<Vec<u8>>, Option<String>, bool, bool)> {
 }
 
 /// The same, through the scan fed in pieces cut at `cuts`.
-fn scanned(line: &[u8], cuts: &[usize]) -> Option<(Option<Vec<u8>>, Option<String>, bool, bool)> {
+fn scanned(line: &[u8], cuts: &[usize]) -> Read {
     let mut scan = Scan::new();
     let mut at = 0;
     for &cut in cuts {
@@ -149,8 +152,10 @@ fn settled() -> Relay {
         t0(),
     );
     relay.from_server(
-        line(&json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18",
-            "capabilities":{},"serverInfo":{"name":"s","version":"1"}}})),
+        line(
+            &json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18",
+            "capabilities":{},"serverInfo":{"name":"s","version":"1"}}}),
+        ),
         t0(),
     );
     relay.from_host(
@@ -211,14 +216,30 @@ fn a_result_streams_byte_for_byte_and_its_request_is_retired_by_the_id_at_its_en
 fn a_line_not_settled_by_its_start_is_held_whole() {
     let fresh = Relay::new(Config::new(true), t0());
     // Before the handshake, a response may be the initialize's, whose version is learnt.
-    assert!(fresh.stream_from_server(br#"{"result":{"#, 1 << 20).is_none());
+    assert!(
+        fresh
+            .stream_from_server(br#"{"result":{"#, 1 << 20)
+            .is_none()
+    );
     let relay = settled();
     // A request, or a batch: not a response known from its start.
-    for prefix in [&br#"{"id":7,"method":"x","#[..], br#"{"method":"x","params":"#, br#"[{"result":"#] {
+    for prefix in [
+        &br#"{"id":7,"method":"x","#[..],
+        br#"{"method":"x","params":"#,
+        br#"[{"result":"#,
+    ] {
         assert!(relay.stream_from_server(prefix, 1 << 20).is_none());
     }
-    assert!(relay.stream_from_server(br#"{"error":{"#, 1 << 20).is_some());
-    assert!(relay.stream_from_server(br#"{"jsonrpc":"2.0","id":7,"result":{"#, 1 << 20).is_some());
+    assert!(
+        relay
+            .stream_from_server(br#"{"error":{"#, 1 << 20)
+            .is_some()
+    );
+    assert!(
+        relay
+            .stream_from_server(br#"{"jsonrpc":"2.0","id":7,"result":{"#, 1 << 20)
+            .is_some()
+    );
 }
 
 #[test]
