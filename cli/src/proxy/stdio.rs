@@ -25,6 +25,11 @@ const PREFIX_KEPT: usize = 64 << 10;
 /// Past this many bytes queued toward one side, the proxy stops reading the side that feeds it.
 pub const QUEUE_HIGH_WATER: usize = 1 << 20;
 
+/// The same while a line is being written in pieces: such a line is forwarded as it arrives,
+/// so a few reads' worth keeps the side's pipe full, and holding more would only hold memory
+/// (a full megabyte queued was most of the proxy's peak with 1 MiB results).
+pub const STREAM_HIGH_WATER: usize = 256 << 10;
+
 /// How much room a read asks for at least.
 const READ_CHUNK: usize = 64 << 10;
 
@@ -395,7 +400,12 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
 
     /// Whether the side is not keeping up: stop feeding it until it drains.
     pub fn is_full(&self) -> bool {
-        self.queued >= QUEUE_HIGH_WATER
+        let high_water = if self.open {
+            STREAM_HIGH_WATER
+        } else {
+            QUEUE_HIGH_WATER
+        };
+        self.queued >= high_water
     }
 
     /// Closes the stream after everything queued is written.
