@@ -63,8 +63,13 @@ async fn server_line(
 }
 
 /// Forwards a piece of the server line being streamed to the host, as far as the relay says.
+/// Past the limit, the relay still reads the pieces (for the id) but the host's line has ended.
 fn forward_part(to_host: &mut Outbound<stdio::Stdio>, streamed: &mut Streamed, mut bytes: Vec<u8>) {
+    let ended = streamed.is_over();
     let forward = streamed.part(&bytes);
+    if ended {
+        return;
+    }
     bytes.truncate(forward.bytes);
     to_host.push_part(bytes);
     if forward.cut {

@@ -93,3 +93,30 @@ fn a_result_cut_off_by_the_servers_death_ends_the_hosts_stream_with_a_whole_line
     // The server's exit ends the session.
     proxy.wait_exit();
 }
+
+#[test]
+fn a_result_past_the_line_limit_ends_the_hosts_line_there_and_gets_the_error_for_its_id() {
+    let mut fake = FakeSession::start("quiet", FakeSetup::default());
+    let proxy = &mut fake.proxy;
+    proxy.initialize();
+    // 17 MiB: over the proxy's 16 MiB limit. Its id comes last, after the limit.
+    let size = 17 << 20;
+    proxy.send(&json!({"jsonrpc":"2.0","id":"huge","method":"tools/call",
+        "params":{"name":"big","arguments":{"bytes": size}}}));
+    let (first, _) = proxy.next_message_with_line();
+    assert_eq!(first["params"]["data"], "before big", "{first}");
+    let cut = proxy.next_raw_line();
+    let whole = big_line(size, r#""huge""#);
+    assert!(
+        cut == whole.as_bytes()[..16 << 20],
+        "the host got {} bytes of the long line, expected its first 16 MiB",
+        cut.len()
+    );
+    let refused = proxy.next_message();
+    assert_eq!(refused["id"], "huge", "{refused}");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let (after, _) = proxy.next_message_with_line();
+    assert_eq!(after["params"]["data"], "after big", "{after}");
+    let round = proxy.request("ping", json!({}));
+    assert_eq!(round["result"], json!({}));
+}
