@@ -59,6 +59,11 @@ impl Handshake {
         self.negotiated
     }
 
+    /// Whether the host's `initialize` awaits its response.
+    pub(super) fn initializing(&self) -> bool {
+        self.initialize_id.is_some()
+    }
+
     /// The host's `initialize`: declare roots to the server, as the session was configured.
     pub(super) fn initialize(&mut self, shared: &mut Shared, msg: &Msg<'_>, id: &[u8]) -> Fate {
         if self.initialize_id.is_none() {

@@ -108,7 +108,7 @@ impl std::ops::Deref for Members {
     }
 }
 
-fn is_ws(b: u8) -> bool {
+pub(super) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
@@ -123,7 +123,7 @@ fn skip_ws(text: &[u8], mut pos: usize) -> usize {
 /// strings (file contents) are most of what passes, so the scan jumps between quotes and
 /// backslashes instead of looking at every byte; the first bytes are looked at one by one,
 /// because most strings (keys, methods, ids) end within them, sooner than a vector search starts.
-fn string_end(text: &[u8], pos: usize) -> Option<usize> {
+pub(super) fn string_end(text: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     let short_end = text.len().min(i + SHORT_STRING);
     while i < short_end {
@@ -303,7 +303,7 @@ pub(super) fn elements(text: &[u8], span: Span) -> Option<Vec<Span>> {
 
 /// A key as its decoded text. Keys with escapes go through serde_json; a key that does not
 /// decode (invalid UTF-8, a bad escape) keeps its raw text, which no lookup asks for.
-fn decode_string(quoted: &[u8]) -> String {
+pub(super) fn decode_string(quoted: &[u8]) -> String {
     let inner = &quoted[1..quoted.len() - 1];
     if !inner.contains(&b'\\')
         && let Ok(text) = std::str::from_utf8(inner)

@@ -34,6 +34,7 @@ mod restart;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod scenario;
 mod stateless;
+mod stream;
 pub mod template;
 #[cfg(test)]
 mod tests;
@@ -57,6 +58,7 @@ use stateless::Stateless;
 
 pub use host_roots::{Publication, PublishAck};
 pub use restart::ServedPaths;
+pub use stream::{Forward, Streamed};
 
 /// How long a request for roots may wait for the daemon's first list before it is answered with
 /// an error.

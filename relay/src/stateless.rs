@@ -278,6 +278,12 @@ impl Stateless {
         }
     }
 
+    /// Whether no response can be the proxy's to edit or drop: no request is followed (under
+    /// another id, or through rounds) and no probe of the proxy's own is in flight.
+    pub(super) fn idle(&self) -> bool {
+        self.exchanges.is_empty() && self.probe.is_none()
+    }
+
     /// The host id of a followed request known to the server as `key`, forgetting it: for a
     /// response that could not be relayed.
     pub(super) fn forget_exchange(&mut self, key: &[u8]) -> Option<Vec<u8>> {

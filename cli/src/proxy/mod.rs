@@ -42,20 +42,41 @@ use crate::autostart::Target;
 use crate::errors::{ServerExit, UsageError};
 use launch::Launcher;
 use rootsd_relay::template::LaunchTemplate;
-use rootsd_relay::{Config, Output, Relay, Side, label};
+use rootsd_relay::{Config, Output, Relay, Side, Streamed, label};
 use running::Running;
-use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound};
+use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound, Piece};
 
 /// How long a session report whose only news is the fetch count may wait.
 const COUNT_REPORT_DELAY: Duration = Duration::from_secs(1);
 /// At the end, how long the host gets to take what is still queued for it.
 const FINAL_WRITE_GRACE: Duration = Duration::from_secs(5);
 
-/// The next line of the server's stdout, if a server runs; never resolves otherwise.
-async fn server_line(lines: Option<&mut LineReader<ChildStdout>>) -> std::io::Result<Option<Line>> {
+/// The next line (or piece of a long one) of the server's stdout, if a server runs; never
+/// resolves otherwise.
+async fn server_line(
+    lines: Option<&mut LineReader<ChildStdout>>,
+) -> std::io::Result<Option<Piece>> {
     match lines {
-        Some(lines) => lines.next_line().await,
+        Some(lines) => lines.next_piece().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Forwards a piece of the server line being streamed to the host, as far as the relay says.
+/// Past the limit, the relay still reads the pieces (for the id) but the host's line has ended.
+fn forward_part(to_host: &mut Outbound<stdio::Stdio>, streamed: &mut Streamed, mut bytes: Vec<u8>) {
+    let ended = streamed.is_over();
+    let forward = streamed.part(&bytes);
+    if ended {
+        return;
+    }
+    bytes.truncate(forward.bytes);
+    to_host.push_part(bytes);
+    if forward.cut {
+        eprintln!(
+            "rootsctl proxy: cut off a line from the server longer than {MAX_LINE_BYTES} bytes"
+        );
+        to_host.end_line(Vec::new());
     }
 }
 
@@ -162,6 +183,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     // One timer for every deadline, reset only when the earliest one moves: a timer made anew
     // on each turn of the loop cost more than relaying the line that turned it.
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    // The server line being forwarded to the host as it arrives (`rootsd_relay::Streamed`).
+    let mut streamed: Option<Streamed> = None;
 
     loop {
         let relay_deadline = relay.next_deadline();
@@ -184,6 +207,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         }
         let reads_server = slot.as_ref().is_some_and(|r| r.open) && !to_host.is_full();
         let reads_host = host_open
+            // While a streamed line holds the host's other lines back, they count as queued.
+            && !(to_host.is_open() && to_host.is_full())
             && launcher.reads_host()
             && !relay.replaying()
             && match &slot {
@@ -209,10 +234,33 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 match line {
                     // A server being stopped for a restart says nothing to anyone.
                     Ok(Some(_)) if running.retiring => {}
-                    Ok(Some(Line::Complete(line))) => relay.from_server(line, Instant::now()),
-                    Ok(Some(Line::TooLong(prefix))) => {
+                    Ok(Some(Piece::Line(Line::Complete(line)))) => relay.from_server(line, Instant::now()),
+                    Ok(Some(Piece::Line(Line::TooLong(prefix)))) => {
                         eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
                         relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
+                    }
+                    // A long line whose fate its start settles goes on as it arrives; any other
+                    // is read whole.
+                    Ok(Some(Piece::Long)) => {
+                        if let Some(mut started) =
+                            relay.stream_from_server(running.lines.unfinished(), MAX_LINE_BYTES)
+                        {
+                            let first = running.lines.stream();
+                            forward_part(&mut to_host, &mut started, first);
+                            streamed = Some(started);
+                        }
+                    }
+                    Ok(Some(Piece::Part(bytes))) => {
+                        if let Some(streaming) = streamed.as_mut() {
+                            forward_part(&mut to_host, streaming, bytes);
+                        }
+                    }
+                    Ok(Some(Piece::End(bytes))) => {
+                        if let Some(mut ended) = streamed.take() {
+                            forward_part(&mut to_host, &mut ended, bytes);
+                            to_host.end_line(Vec::new());
+                            relay.stream_end(ended, Instant::now());
+                        }
                     }
                     // A server that closed its stdout has ended the session, running or not.
                     Ok(None) | Err(_) => running.stdout_closed(Instant::now()),
@@ -288,6 +336,13 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     publications.send_replace(Some(publication));
                 }
             }
+        }
+        // A streamed line whose server is no longer read (stopped for a restart, its stdout given
+        // up on) ends where it stopped, before the lines held behind it; its request is still in
+        // flight, so it gets the restart's error, never a second answer.
+        if streamed.is_some() && !slot.as_ref().is_some_and(|r| r.open && !r.retiring) {
+            streamed = None;
+            to_host.end_line(Vec::new());
         }
         // The session ends with a server that ended on its own (not one a restart stopped, unless
         // the host left or the proxy was told to end meanwhile), or with the host once no server

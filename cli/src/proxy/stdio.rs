@@ -25,11 +25,25 @@ const PREFIX_KEPT: usize = 64 << 10;
 /// Past this many bytes queued toward one side, the proxy stops reading the side that feeds it.
 pub const QUEUE_HIGH_WATER: usize = 1 << 20;
 
+/// The same while a line is being written in pieces: such a line is forwarded as it arrives,
+/// so a few reads' worth keeps the side's pipe full, and holding more would only hold memory
+/// (a full megabyte queued was most of the proxy's peak with 1 MiB results).
+pub const STREAM_HIGH_WATER: usize = 256 << 10;
+
 /// How much room a read asks for at least.
 const READ_CHUNK: usize = 64 << 10;
 
 /// The most a new read buffer is sized for in advance, whatever lines came before.
 const BUFFER_HINT_MAX: usize = 4 << 20;
+
+/// A line still unfinished at this length is offered for streaming ([`Line::Long`]): one read's
+/// worth, so that lines a single read brings whole are never split.
+pub const STREAM_AT: usize = READ_CHUNK;
+
+/// The buffer a streamed line is read into, and handed on in, one read at a time. It is below
+/// glibc's mmap threshold, so the pieces come from (and go back to) the heap's free lists
+/// instead of being mapped and unmapped for every read.
+const STREAM_BUFFER: usize = READ_CHUNK;
 
 /// One read from a [`LineReader`].
 #[derive(Debug, PartialEq, Eq)]
@@ -38,6 +52,32 @@ pub enum Line {
     Complete(Vec<u8>),
     /// A line longer than [`MAX_LINE_BYTES`], discarded; its first bytes.
     TooLong(Vec<u8>),
+}
+
+/// One read from [`LineReader::next_piece`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece {
+    Line(Line),
+    /// A line longer than [`STREAM_AT`] has not ended yet: its bytes so far are
+    /// [`LineReader::unfinished`]; call [`LineReader::stream`] to have it in pieces, or read on
+    /// to have it whole.
+    Long,
+    /// A piece of a streamed line.
+    Part(Vec<u8>),
+    /// The last piece of a streamed line (at its newline, or the end of the stream), without
+    /// its newline.
+    End(Vec<u8>),
+}
+
+/// How the line being read is handed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Whole, unless offered for streaming once it is long.
+    Whole,
+    /// Offered and not taken: whole.
+    Held,
+    /// In pieces, one per read.
+    Streaming,
 }
 
 /// Lines at least this long leave the reader in the buffer they were read into; shorter ones are
@@ -59,7 +99,9 @@ pub struct LineReader<R> {
     discarding: Option<Vec<u8>>,
     eof: bool,
     /// The length of the largest recent line, decaying by a quarter per line, to size buffers.
+    /// Streamed lines do not count: they never need a buffer of their size.
     typical: usize,
+    mode: Mode,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -72,16 +114,80 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             discarding: None,
             eof: false,
             typical: 0,
+            mode: Mode::Whole,
         }
     }
 
     /// The next line; `None` at the end of the stream. A last line without a newline counts.
     pub async fn next_line(&mut self) -> io::Result<Option<Line>> {
+        Ok(self.read(false).await?.map(|piece| match piece {
+            Piece::Line(line) => line,
+            // Only a read that offers streaming hands out anything else.
+            Piece::Long | Piece::Part(_) | Piece::End(_) => unreachable!("not offered"),
+        }))
+    }
+
+    /// The next line, or piece of one: as [`LineReader::next_line`], but a line that is still
+    /// unfinished at [`STREAM_AT`] bytes is first offered with [`Line::Long`].
+    pub async fn next_piece(&mut self) -> io::Result<Option<Piece>> {
+        if self.mode == Mode::Streaming {
+            return self.next_part().await.map(Some);
+        }
+        self.read(true).await
+    }
+
+    /// The bytes of the unfinished line, after [`Line::Long`].
+    pub fn unfinished(&self) -> &[u8] {
+        &self.buffer[self.start..]
+    }
+
+    /// Hands out the line offered with [`Line::Long`] in pieces from now on; returns its bytes
+    /// so far, the first piece.
+    pub fn stream(&mut self) -> Vec<u8> {
+        self.mode = Mode::Streaming;
+        self.compact();
+        self.searched = 0;
+        std::mem::replace(&mut self.buffer, Vec::with_capacity(STREAM_BUFFER))
+    }
+
+    /// The next piece of a streamed line: what one read brought, up to its newline.
+    async fn next_part(&mut self) -> io::Result<Piece> {
+        loop {
+            if let Some(at) = memchr::memchr(b'\n', &self.buffer) {
+                // The line's end: what follows its newline starts the next line, in a buffer
+                // of its own.
+                let mut part =
+                    std::mem::replace(&mut self.buffer, Vec::with_capacity(STREAM_BUFFER));
+                self.buffer.extend_from_slice(&part[at + 1..]);
+                part.truncate(at);
+                self.mode = Mode::Whole;
+                return Ok(Piece::End(part));
+            }
+            if !self.buffer.is_empty() {
+                return Ok(Piece::Part(std::mem::replace(
+                    &mut self.buffer,
+                    Vec::with_capacity(STREAM_BUFFER),
+                )));
+            }
+            if self.eof {
+                self.mode = Mode::Whole;
+                return Ok(Piece::End(Vec::new()));
+            }
+            if self.buffer.capacity() < STREAM_BUFFER {
+                self.buffer.reserve(STREAM_BUFFER);
+            }
+            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+                self.eof = true;
+            }
+        }
+    }
+
+    async fn read(&mut self, offer: bool) -> io::Result<Option<Piece>> {
         loop {
             if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
                 let end = self.searched + at;
                 let line = self.take_line(end);
-                return Ok(Some(match self.discarding.take() {
+                return Ok(Some(Piece::Line(match self.discarding.take() {
                     Some(prefix) => Line::TooLong(prefix),
                     None if line.len() > MAX_LINE_BYTES => {
                         let mut prefix = line;
@@ -89,7 +195,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         Line::TooLong(prefix)
                     }
                     None => Line::Complete(line),
-                }));
+                })));
+            }
+            if offer
+                && self.mode == Mode::Whole
+                && !self.eof
+                && self.discarding.is_none()
+                && self.buffer.len() - self.start >= STREAM_AT
+            {
+                self.mode = Mode::Held;
+                self.compact();
+                self.searched = self.buffer.len();
+                return Ok(Some(Piece::Long));
             }
             if self.discarding.is_none() && self.buffer.len() - self.start > MAX_LINE_BYTES {
                 let keep = (self.buffer.len() - self.start).min(PREFIX_KEPT);
@@ -103,13 +220,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
             if self.eof {
                 if let Some(prefix) = self.discarding.take() {
-                    return Ok(Some(Line::TooLong(prefix)));
+                    return Ok(Some(Piece::Line(Line::TooLong(prefix))));
                 }
                 if self.start == self.buffer.len() {
                     return Ok(None);
                 }
                 let end = self.buffer.len();
-                return Ok(Some(Line::Complete(self.take_line(end))));
+                return Ok(Some(Piece::Line(Line::Complete(self.take_line(end)))));
             }
             self.compact();
             self.searched = self.buffer.len();
@@ -126,6 +243,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Removes the line from `start` to `end` (a newline, or the end of the stream) from the
     /// buffer and returns it without its newline.
     fn take_line(&mut self, end: usize) -> Vec<u8> {
+        self.mode = Mode::Whole;
         let length = end - self.start;
         self.typical = length.max(self.typical - self.typical / 4);
         let next_start = (end + 1).min(self.buffer.len());
@@ -164,14 +282,35 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
+/// Bytes waiting to be written: a whole line, or a piece of a streamed one.
+struct Queued {
+    bytes: Vec<u8>,
+    /// The piece ends its line.
+    newline: bool,
+}
+
+impl Queued {
+    fn len(&self) -> usize {
+        self.bytes.len() + usize::from(self.newline)
+    }
+}
+
 /// Lines waiting to be written to one side, written as the side takes them.
 ///
 /// [`Outbound::push`] never blocks and never fails: the relay loop keeps the queue bounded by
 /// not reading the side that feeds it while [`Outbound::is_full`].
+///
+/// A line may also be written in pieces as it arrives ([`Outbound::push_part`], then
+/// [`Outbound::end_line`]); whole lines pushed meanwhile wait until it ends, so that no line
+/// is ever written into the middle of another.
 pub struct Outbound<W> {
     stream: Option<W>,
-    lines: VecDeque<Vec<u8>>,
-    /// Bytes of the front line (and its newline) already written.
+    lines: VecDeque<Queued>,
+    /// Whole lines pushed while a line is open, in order.
+    held: VecDeque<Vec<u8>>,
+    /// A line is being written in pieces and has not ended.
+    open: bool,
+    /// Bytes of the front piece (and its newline) already written.
     written: usize,
     queued: usize,
     /// Close the stream once the queue is empty.
@@ -185,6 +324,8 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         Self {
             stream: Some(stream),
             lines: VecDeque::new(),
+            held: VecDeque::new(),
+            open: false,
             written: 0,
             queued: 0,
             closing: false,
@@ -201,17 +342,76 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
             return;
         }
         self.queued += line.len() + 1;
-        self.lines.push_back(line);
+        if self.open {
+            self.held.push_back(line);
+            return;
+        }
+        self.lines.push_back(Queued {
+            bytes: line,
+            newline: true,
+        });
         self.write_ready();
+    }
+
+    /// Queues the next piece of a line written as it arrives (no newline), and writes what the
+    /// side takes at once.
+    pub fn push_part(&mut self, bytes: Vec<u8>) {
+        if self.broken || self.stream.is_none() || self.closing {
+            return;
+        }
+        self.open = true;
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len();
+        self.lines.push_back(Queued {
+            bytes,
+            newline: false,
+        });
+        self.write_ready();
+    }
+
+    /// Ends the line written in pieces with `bytes` and a newline; the lines held meanwhile
+    /// follow it.
+    pub fn end_line(&mut self, bytes: Vec<u8>) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        if self.broken || self.stream.is_none() {
+            return;
+        }
+        self.queued += bytes.len() + 1;
+        self.lines.push_back(Queued {
+            bytes,
+            newline: true,
+        });
+        self.lines.extend(self.held.drain(..).map(|bytes| Queued {
+            bytes,
+            newline: true,
+        }));
+        self.write_ready();
+    }
+
+    /// Whether a line is being written in pieces.
+    pub fn is_open(&self) -> bool {
+        self.open
     }
 
     /// Whether the side is not keeping up: stop feeding it until it drains.
     pub fn is_full(&self) -> bool {
-        self.queued >= QUEUE_HIGH_WATER
+        let high_water = if self.open {
+            STREAM_HIGH_WATER
+        } else {
+            QUEUE_HIGH_WATER
+        };
+        self.queued >= high_water
     }
 
     /// Closes the stream after everything queued is written.
     pub fn close(&mut self) {
+        // A line cut off in the middle still ends: the side never sees two lines run together.
+        self.end_line(Vec::new());
         self.closing = true;
         if self.lines.is_empty() {
             self.stream = None;
@@ -244,6 +444,7 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
 
     /// Writes the rest of the queue, waiting as long as it takes; for the end of the session.
     pub async fn finish(&mut self) {
+        self.end_line(Vec::new());
         while !self.lines.is_empty() && self.stream.is_some() {
             if self.write_once().await.is_err() {
                 return self.break_off();
@@ -265,12 +466,15 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         let Some(front) = self.lines.front() else {
             return Ok(());
         };
-        let n = if self.written < front.len() {
+        let bytes = &front.bytes;
+        let n = if self.written < bytes.len() && front.newline {
             let parts = [
-                io::IoSlice::new(&front[self.written..]),
+                io::IoSlice::new(&bytes[self.written..]),
                 io::IoSlice::new(b"\n"),
             ];
             stream.write_vectored(&parts).await?
+        } else if self.written < bytes.len() {
+            stream.write(&bytes[self.written..]).await?
         } else {
             stream.write(b"\n").await?
         };
@@ -279,7 +483,7 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         }
         self.written += n;
         self.queued -= n;
-        if self.written == front.len() + 1 {
+        if self.written == front.len() {
             self.lines.pop_front();
             self.written = 0;
             if self.lines.is_empty() {
@@ -295,6 +499,7 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
     fn break_off(&mut self) {
         self.broken = true;
         self.lines.clear();
+        self.held.clear();
         self.queued = 0;
         self.stream = None;
     }
@@ -562,6 +767,97 @@ mod tests {
             });
             proptest::prop_assert_eq!(lines, expected);
         }
+    }
+
+    /// Reads `input` with streaming taken for every long line: the lines, each as its pieces.
+    async fn pieces_of(input: &[u8], sizes: Vec<usize>) -> Vec<Vec<Vec<u8>>> {
+        let stream = Chunked {
+            data: input.to_vec(),
+            sizes,
+            read: 0,
+            next: 0,
+        };
+        let mut reader = LineReader::new(stream);
+        let mut lines = Vec::new();
+        let mut open: Option<Vec<Vec<u8>>> = None;
+        while let Some(piece) = reader.next_piece().await.unwrap() {
+            match piece {
+                Piece::Line(Line::Complete(line)) => lines.push(vec![line]),
+                Piece::Line(Line::TooLong(_)) => panic!("no line is that long here"),
+                Piece::Long => open = Some(vec![reader.stream()]),
+                Piece::Part(bytes) => open.as_mut().expect("streaming").push(bytes),
+                Piece::End(bytes) => {
+                    let mut parts = open.take().expect("streaming");
+                    parts.push(bytes);
+                    lines.push(parts);
+                }
+            }
+        }
+        assert!(open.is_none());
+        lines
+    }
+
+    #[tokio::test]
+    async fn a_long_line_comes_in_pieces_of_a_read_each_and_its_neighbours_whole() {
+        let long: Vec<u8> = (0..1_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut input = b"one\n".to_vec();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\ntwo\n");
+        input.extend_from_slice(&long);
+        // The second long line is cut off by the end of the stream.
+        let lines = pieces_of(&input, vec![3, 70_000, 65_536, 1_000_000]).await;
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0], vec![b"one".to_vec()]);
+        assert_eq!(lines[1].concat(), long);
+        assert!(lines[1].len() > 2, "in pieces");
+        assert!(lines[1].iter().all(|p| p.len() <= 2 * STREAM_BUFFER));
+        assert_eq!(lines[2], vec![b"two".to_vec()]);
+        assert_eq!(lines[3].concat(), long);
+    }
+
+    #[tokio::test]
+    async fn a_long_line_not_taken_for_streaming_is_whole() {
+        let long = vec![b'x'; 300_000];
+        let mut input = long.clone();
+        input.extend_from_slice(b"\nafter\n");
+        let mut reader = LineReader::new(&input[..]);
+        assert_eq!(reader.next_piece().await.unwrap(), Some(Piece::Long));
+        assert!(long.starts_with(reader.unfinished()));
+        assert_eq!(
+            reader.next_piece().await.unwrap(),
+            Some(Piece::Line(Line::Complete(long)))
+        );
+        assert_eq!(
+            reader.next_piece().await.unwrap(),
+            Some(Piece::Line(Line::Complete(b"after".to_vec())))
+        );
+    }
+
+    #[tokio::test]
+    async fn lines_pushed_while_a_line_goes_out_in_pieces_follow_it() {
+        let (reader, writer) = tokio::io::duplex(64);
+        let mut out = Outbound::new(writer);
+        out.push_part(b"{\"result\":".to_vec());
+        out.push(b"held".to_vec());
+        out.push_part(b"1,\"id\":1".to_vec());
+        out.end_line(b"}".to_vec());
+        out.push(b"after".to_vec());
+        // A line cut off by the end of the session still ends.
+        out.push_part(b"cut".to_vec());
+        out.close();
+        let reading = tokio::spawn(async move {
+            let mut reader = LineReader::new(reader);
+            let mut lines = Vec::new();
+            while let Some(Line::Complete(line)) = reader.next_line().await.unwrap() {
+                lines.push(String::from_utf8(line).unwrap());
+            }
+            lines
+        });
+        out.finish().await;
+        assert_eq!(
+            reading.await.unwrap(),
+            vec![r#"{"result":1,"id":1}"#, "held", "after", "cut"]
+        );
     }
 
     #[tokio::test]

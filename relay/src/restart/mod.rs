@@ -140,6 +140,11 @@ impl Restart {
         self.owned.contains(key)
     }
 
+    /// Whether any replayed request of the proxy's own awaits its answer.
+    pub(super) fn owns_any(&self) -> bool {
+        !self.owned.is_empty()
+    }
+
     /// Whether the replayed `initialize` is being waited for.
     pub(super) fn replaying(&self) -> bool {
         self.replaying.is_some()

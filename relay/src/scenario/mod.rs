@@ -8,6 +8,7 @@
 //! output that breaks one ([`check`]). Nothing here runs in the proxy itself.
 
 mod check;
+mod stream;
 
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,9 @@ pub enum Spacing {
     Spaced,
     /// Whitespace around the line.
     Padded,
+    /// The members in reverse order: `result` or `error` before `id`, as the TypeScript SDK
+    /// writes them (a batch's messages stay compact).
+    Reversed,
 }
 
 /// One JSON-RPC message of the shapes the relay reads.
@@ -165,22 +169,31 @@ pub enum Version {
 
 /// Runs `scenario` through a relay whose clock starts at `start`, checking every output; panics
 /// on the first broken rule.
+///
+/// A second relay, the twin, is given the same events, except that each server line it may
+/// stream ([`Relay::stream_from_server`], decided on the line's first half) reaches it in two
+/// pieces: its output must be the first relay's, the streamed line in place of the whole one
+/// ([`stream::agrees`]).
 pub fn run(scenario: &Scenario, start: Instant) {
     let mut now = start;
     let mut relay = Relay::new(Config::new(scenario.list_changed), now);
+    let mut twin = Relay::new(Config::new(scenario.list_changed), now);
     let mut checker = check::Checker::new(scenario.list_changed);
     for event in &scenario.events {
+        let mut streamed = None;
         let expected = match event {
             Event::Host(line) => {
                 let bytes = line.bytes();
                 let expected = checker.host_line(line, &bytes);
                 relay.from_host(bytes.clone(), now);
+                twin.from_host(bytes, now);
                 expected
             }
             Event::Server(line) => {
                 let bytes = line.bytes();
                 let expected = checker.server_line(line, &bytes);
                 relay.from_server(bytes.clone(), now);
+                streamed = stream::server_line(&mut twin, bytes, now);
                 expected
             }
             Event::Roots { revision, count } => {
@@ -193,12 +206,14 @@ pub fn run(scenario: &Scenario, start: Instant) {
                     })
                     .expect("roots serialise"),
                 );
-                relay.roots_changed(snapshot, now);
+                relay.roots_changed(snapshot.clone(), now);
+                twin.roots_changed(snapshot, now);
                 check::Expected::Anything
             }
             Event::Tick(step) => {
                 now += Duration::from_millis(u64::from(*step) * 16);
                 relay.tick(now);
+                twin.tick(now);
                 check::Expected::Anything
             }
             Event::TooLong { from_host, prefix } => {
@@ -206,11 +221,14 @@ pub fn run(scenario: &Scenario, start: Instant) {
                 let side = if *from_host { Side::Host } else { Side::Server };
                 checker.too_long(&bytes);
                 relay.line_too_long(side, &bytes, 16 << 20);
+                twin.line_too_long(side, &bytes, 16 << 20);
                 check::Expected::Anything
             }
         };
         let _ = relay.next_deadline();
-        checker.outputs(&relay.take_output(), &expected, event);
+        let outputs = relay.take_output();
+        stream::agrees(&outputs, streamed, twin.take_output(), event);
+        checker.outputs(&outputs, &expected, event);
     }
 }
 
@@ -235,6 +253,7 @@ impl Line {
     /// The line as it reaches the relay: without a newline.
     pub(crate) fn bytes(&self) -> Vec<u8> {
         match self {
+            Self::Message(message, Spacing::Reversed) => reversed(&message.to_value()),
             Self::Message(message, spacing) => spaced(&message.to_value().to_string(), *spacing),
             Self::Batch(messages, spacing) => {
                 let batch = Value::Array(messages.iter().map(Message::to_value).collect());
@@ -249,10 +268,23 @@ impl Line {
     }
 }
 
+/// An object's members written in reverse order; anything else compact.
+fn reversed(value: &Value) -> Vec<u8> {
+    let Value::Object(members) = value else {
+        return value.to_string().into_bytes();
+    };
+    let members: Vec<String> = members
+        .iter()
+        .rev()
+        .map(|(key, value)| format!("{}:{value}", Value::from(key.as_str())))
+        .collect();
+    format!("{{{}}}", members.join(",")).into_bytes()
+}
+
 /// `json` (compact, as serde_json writes it) respaced; strings are left alone.
 fn spaced(json: &str, spacing: Spacing) -> Vec<u8> {
     match spacing {
-        Spacing::Compact => json.as_bytes().to_vec(),
+        Spacing::Compact | Spacing::Reversed => json.as_bytes().to_vec(),
         Spacing::Padded => format!(" \t{json} \r").into_bytes(),
         Spacing::Spaced => {
             let mut out = Vec::with_capacity(json.len() * 2);

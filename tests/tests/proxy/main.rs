@@ -28,4 +28,5 @@ mod modern;
 mod passthrough;
 mod restart;
 mod sessions;
+mod streaming;
 mod workspace_args;
