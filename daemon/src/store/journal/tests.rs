@@ -242,12 +242,7 @@ fn records_that_check_out_after_a_damaged_one_are_kept_for_recovery() {
         Entry::Checkpoint(3),
         Entry::Change(change(4, "a", &[])),
     ]);
-    let lines: Vec<usize> = bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'\n')
-        .map(|(i, _)| i)
-        .collect();
+    let lines = line_ends(&bytes);
     // A bit flipped inside the record of revision 2 (the third line).
     let mut damaged = bytes.clone();
     damaged[lines[1] + 20] ^= 0x04;
@@ -472,12 +467,7 @@ fn an_old_journal_of_whole_states_reads_and_takes_deltas_after_it() {
 fn damage_in_a_delta_chain_is_reported_and_later_deltas_are_judged_against_their_base() {
     let changes = history_of_changes();
     let bytes = as_deltas(&changes);
-    let lines: Vec<usize> = bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'\n')
-        .map(|(i, _)| i)
-        .collect();
+    let lines = line_ends(&bytes);
     // A bit flipped inside the delta of revision 4 (a rename in workspace a; line 5).
     let mut damaged = bytes.clone();
     damaged[lines[3] + 20] ^= 0x04;
@@ -523,4 +513,14 @@ fn a_sound_delta_that_does_not_fit_the_state_before_it_is_damage() {
         "kept for recovery to judge"
     );
     assert!(replay(&bytes).damage.is_none());
+}
+
+/// Where each line of a journal ends (the offsets of its newlines), to damage a chosen record.
+fn line_ends(bytes: &[u8]) -> Vec<usize> {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
+        .collect()
 }
