@@ -264,12 +264,7 @@ mod tests {
     }
 
     fn root(uri: &str, name: Option<&str>) -> StoredRootV1 {
-        StoredRootV1 {
-            uri: uri.to_owned(),
-            name: name.map(str::to_owned),
-            by_hand: true,
-            published_by: Vec::new(),
-        }
+        StoredRootV1::by_hand(uri, name)
     }
 
     fn by(uid: u32) -> Option<Origin> {

@@ -97,6 +97,17 @@ impl StoredRootV1 {
     pub fn is_held(&self) -> bool {
         self.by_hand || !self.published_by.is_empty()
     }
+
+    /// A root added by hand and published by nobody, as the store's tests build them.
+    #[cfg(test)]
+    pub fn by_hand(uri: &str, name: Option<&str>) -> Self {
+        Self {
+            uri: uri.to_owned(),
+            name: name.map(str::to_owned),
+            by_hand: true,
+            published_by: Vec::new(),
+        }
+    }
 }
 
 /// Everything stored: every workspace, at one store revision, and the newest changes.

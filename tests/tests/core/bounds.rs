@@ -102,13 +102,7 @@ fn a_watcher_that_stops_reading_gets_the_newest_state_not_every_change_it_missed
     assert!(added.get("result").is_some(), "{added}");
     let mut revision = 0;
     for i in 0..CHANGES {
-        let renamed = control.request(
-            "roots.add",
-            json!({"roots": [{"uri": "file:///w/d0", "name": format!("renamed {i}")}]}),
-        );
-        revision = renamed["result"]["revision"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("rename {i} failed: {renamed}"));
+        revision = rename_first_root(&mut control, i);
     }
     // Now the watcher reads: what was written before its socket filled, then the newest state.
     let mut pushes = 0;
@@ -168,13 +162,7 @@ fn a_session_that_stops_reading_holds_up_no_other_and_gets_the_newest_state() {
     };
     expect_push(&mut reading, revision);
     for i in 0..CHANGES {
-        let renamed = control.request(
-            "roots.add",
-            json!({"roots": [{"uri": "file:///w/d0", "name": format!("renamed {i}")}]}),
-        );
-        revision = renamed["result"]["revision"]
-            .as_u64()
-            .unwrap_or_else(|| panic!("rename {i} failed: {renamed}"));
+        revision = rename_first_root(&mut control, i);
         // Every change reaches the session that reads, whole, in order, while the other is
         // stuck.
         let pushed = expect_push(&mut reading, revision);
@@ -280,4 +268,16 @@ fn rootsctl_gives_up_on_a_daemon_that_does_not_answer() {
     let output = output_within(sb.rootsctl().args(["status"]).env("ROOTSD_TIMEOUT", "soon"));
     assert_exit(&output, 2, "a timeout that is not a number");
     assert!(stderr_of(&output).contains("\"soon\" is not a number of seconds"));
+}
+
+/// Renames `file:///w/d0` to `renamed I`, a change that keeps every push the same length;
+/// returns the change's revision.
+fn rename_first_root(control: &mut RawClient, i: usize) -> u64 {
+    let renamed = control.request(
+        "roots.add",
+        json!({"roots": [{"uri": "file:///w/d0", "name": format!("renamed {i}")}]}),
+    );
+    renamed["result"]["revision"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("rename {i} failed: {renamed}"))
 }

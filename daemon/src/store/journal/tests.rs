@@ -302,12 +302,7 @@ fn create_then_append_then_reopen() {
 }
 
 fn root(uri: &str, name: Option<&str>) -> StoredRootV1 {
-    StoredRootV1 {
-        uri: uri.to_owned(),
-        name: name.map(str::to_owned),
-        by_hand: true,
-        published_by: Vec::new(),
-    }
+    StoredRootV1::by_hand(uri, name)
 }
 
 /// A run of changes to two workspaces: adds, a rename, a root adopted from a session with
