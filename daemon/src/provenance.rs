@@ -10,6 +10,8 @@
 //! The functions here only plan, against the writers' pending view; the registry commits what
 //! they decide. Nothing here does I/O or knows about connections.
 
+use std::sync::Arc;
+
 use rootsd_proto::root;
 use rootsd_proto::wire::{PublishResult, RootOrigin, code};
 use rootsd_proto::{Root, WorkspaceName};
@@ -68,24 +70,27 @@ pub fn plan_publish(
         .unwrap_or_default();
     let mut next = current.clone();
     for stored in &mut next.roots {
-        if !roots.iter().any(|r| r.uri == stored.uri) {
+        if !roots.iter().any(|r| *r.uri == *stored.uri) {
             stored.published_by.retain(|p| p.session != me.session);
         }
     }
     next.roots.retain(StoredRootV1::is_held);
     for root in roots {
-        match next.roots.iter_mut().find(|r| r.uri == root.uri) {
+        match next.roots.iter_mut().find(|r| *r.uri == *root.uri) {
             Some(stored) => {
                 if !stored.published_by.iter().any(|p| p.session == me.session) {
                     stored.published_by.push(me.clone());
                 }
-                if !stored.by_hand && stored.published_by.len() == 1 {
-                    stored.name.clone_from(&root.name);
+                if !stored.by_hand
+                    && stored.published_by.len() == 1
+                    && stored.name.as_deref() != root.name.as_deref()
+                {
+                    stored.name = root.name.as_deref().map(Arc::from);
                 }
             }
             None => next.roots.push(StoredRootV1 {
-                uri: root.uri.clone(),
-                name: root.name.clone(),
+                uri: root.uri.as_str().into(),
+                name: root.name.as_deref().map(Arc::from),
                 by_hand: false,
                 published_by: vec![me.clone()],
             }),

@@ -226,8 +226,8 @@ mod tests {
             revision: 1,
             roots: (0..roots)
                 .map(|i| StoredRootV1 {
-                    uri: format!("file:///r{i}"),
-                    name: Some("n".repeat(name_bytes)),
+                    uri: format!("file:///r{i}").into(),
+                    name: Some("n".repeat(name_bytes).into()),
                     by_hand: true,
                     published_by: Vec::new(),
                 })
@@ -263,7 +263,7 @@ mod tests {
             workspace(0, 0),
             {
                 let mut renamed = workspace(6, 3);
-                renamed.roots[2].name = Some("a longer name".to_owned());
+                renamed.roots[2].name = Some("a longer name".into());
                 renamed.roots[4]
                     .published_by
                     .push(crate::store::StoredPublisherV1 {

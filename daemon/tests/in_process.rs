@@ -106,7 +106,7 @@ async fn run_serves_until_cancelled_then_stops_and_keeps_every_acknowledged_chan
     let roots: Vec<&str> = contents
         .workspaces
         .values()
-        .flat_map(|w| w.roots.iter().map(|r| r.uri.as_str()))
+        .flat_map(|w| w.roots.iter().map(|r| &*r.uri))
         .collect();
     assert_eq!(roots, vec!["file:///srv/app"]);
 }

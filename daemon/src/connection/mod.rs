@@ -281,7 +281,7 @@ async fn next_feed(feed: &mut Option<Feed>, registry: &Registry) -> Arc<Publishe
         }
         feed.pending = registry.changed_since(feed.after, feed.workspace.as_ref());
         if let Some(newest) = feed.pending.back() {
-            feed.after = newest.snapshot.revision;
+            feed.after = newest.revision;
         }
     }
 }

@@ -196,8 +196,7 @@ impl FanOut {
     /// Hands `published` to the thread, replacing an older state of its workspace not yet sent.
     pub(super) fn hand_over(&self, published: Arc<Published>) {
         let mut work = self.work.lock().expect("fan-out work");
-        work.newest
-            .insert(published.snapshot.workspace.clone(), published);
+        work.newest.insert(published.workspace.clone(), published);
         drop(work);
         self.ready.notify_one();
     }
@@ -227,10 +226,16 @@ impl FanOut {
                 std::mem::take(&mut work.newest)
             };
             for (workspace, published) in newest {
+                let outboxes = outboxes(&workspace);
+                // A workspace nobody is connected to is not serialised at all: its line is made
+                // when a connection first needs it.
+                if outboxes.is_empty() {
+                    continue;
+                }
                 // Serialised here, once, for every session: not on the commit thread, which
                 // acknowledges the change meanwhile.
                 let line = published.line();
-                for outbox in outboxes(&workspace) {
+                for outbox in outboxes {
                     outbox.offer(&published, &line);
                 }
             }

@@ -28,6 +28,7 @@ use crate::reconnect::Expected;
 use crate::session_bounds;
 use crate::store::{
     self, Change, Committer, Contents, Health, Opened, Origin, PeerV1, Plan, Serving, StoreError,
+    StoredRootV1,
 };
 use crate::workspace_bounds;
 use fanout::FanOut;
@@ -90,15 +91,15 @@ impl Channel {
 }
 
 impl Publisher {
-    fn publish(&self, snapshot: Arc<RootsSnapshot>) {
-        let revision = snapshot.revision;
+    fn publish(&self, state: Stored) {
+        let revision = state.revision;
         {
             let mut channels = self.channels.lock().expect("channels lock");
             // Numbered under the lock, as a state made for a session's registration is: a
             // session shown a state is never offered an older one as newer.
-            let published = Arc::new(self.published(snapshot));
+            let published = Arc::new(self.published(state));
             channels
-                .entry(published.snapshot.workspace.clone())
+                .entry(published.workspace.clone())
                 .and_modify(|channel| {
                     channel.newest.send_replace(published.clone());
                 })
@@ -114,10 +115,13 @@ impl Publisher {
         self.counts_changed();
     }
 
-    fn published(&self, snapshot: Arc<RootsSnapshot>) -> Published {
+    fn published(&self, state: Stored) -> Published {
         Published {
-            snapshot,
+            workspace: state.workspace,
+            revision: state.revision,
+            roots: state.roots,
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
+            snapshot: OnceLock::new(),
             line: OnceLock::new(),
         }
     }
@@ -181,7 +185,7 @@ impl Registry {
         let on_durable = {
             let publisher = publisher.clone();
             Box::new(move |change: &Change, contents: &Contents| {
-                publisher.publish(Arc::new(snapshot_of(contents, &change.workspace)));
+                publisher.publish(Stored::of(contents, &change.workspace));
             })
         };
         let Serving {
@@ -240,7 +244,7 @@ impl Registry {
     /// connections read their workspace's published state instead.
     #[cfg(test)]
     pub async fn snapshot(&self, workspace: &WorkspaceName) -> RootsSnapshot {
-        snapshot_of(&self.committed.read().expect("committed"), workspace)
+        Stored::of(&self.committed.read().expect("committed"), workspace).snapshot()
     }
 
     /// The roots of `workspace` with their origins, for `roots.list`.
@@ -423,9 +427,9 @@ impl Registry {
             .iter()
             .filter(|(name, _)| workspace.is_none_or(|w| w == *name))
             .map(|(_, channel)| channel.newest.borrow().clone())
-            .filter(|published| published.snapshot.revision > after)
+            .filter(|published| published.revision > after)
             .collect();
-        changed.sort_by_key(|published| published.snapshot.revision);
+        changed.sort_by_key(|published| published.revision);
         changed.into()
     }
 
@@ -459,15 +463,15 @@ impl Registry {
             let model = self.committed.read().expect("committed");
             let mut channels = self.publisher.channels.lock().expect("channels lock");
             let channel = channels.entry(params.workspace.clone()).or_insert_with(|| {
-                let snapshot = Arc::new(snapshot_of(&model, &params.workspace));
-                Channel::new(Arc::new(self.publisher.published(snapshot)))
+                let state = Stored::of(&model, &params.workspace);
+                Channel::new(Arc::new(self.publisher.published(state)))
             });
             // Under the channels lock, as publications are: every later state reaches this
             // outbox, and its registration answer shows this one.
             let current = channel.newest.borrow().clone();
             let outbox = Arc::new(Outbox::new(current.sequence));
             channel.outboxes.insert(id, outbox.clone());
-            (current.snapshot.clone(), outbox)
+            (current.snapshot(), outbox)
         };
         // An id, as long as its proxy likes: cut like the other texts a session reports.
         let instance = session_bounds::cut(params.instance, crate::limits::SESSION_TEXT_BYTES);
@@ -600,27 +604,56 @@ pub struct Session<'a> {
     pub outbox: Arc<Outbox>,
 }
 
-/// One state of a workspace as published to connections: the snapshot, and the
-/// `roots.changed` line that pushes it, serialised once, when the first connection needs it,
-/// and then shared by all of them.
+/// One state of a workspace as published to connections: its roots as stored (a copy that
+/// shares their texts), and, made when the first connection needs them and then shared by all,
+/// the wire snapshot and the `roots.changed` line that pushes it. Nothing is converted or
+/// serialised for a change that no connection is shown.
 pub struct Published {
-    pub snapshot: Arc<RootsSnapshot>,
+    pub workspace: WorkspaceName,
+    pub revision: u64,
+    roots: Vec<StoredRootV1>,
     /// Increases with every state published, in any workspace ([`Publisher::published`]).
     sequence: u64,
+    snapshot: OnceLock<Arc<RootsSnapshot>>,
     line: OnceLock<Arc<str>>,
 }
 
+/// A workspace's state as the committed contents hold it, to publish.
+struct Stored {
+    workspace: WorkspaceName,
+    revision: u64,
+    roots: Vec<StoredRootV1>,
+}
+
+impl Stored {
+    /// `workspace` in `model`; an unknown workspace is empty at revision 0.
+    fn of(model: &Contents, workspace: &WorkspaceName) -> Self {
+        let stored = model.workspaces.get(workspace);
+        Self {
+            workspace: workspace.clone(),
+            revision: stored.map_or(0, |w| w.revision),
+            roots: stored.map(|w| w.roots.clone()).unwrap_or_default(),
+        }
+    }
+
+    #[cfg(test)]
+    fn snapshot(&self) -> RootsSnapshot {
+        snapshot_of(&self.workspace, self.revision, &self.roots)
+    }
+}
+
 impl Published {
+    /// The state as the wire shows it.
+    pub fn snapshot(&self) -> Arc<RootsSnapshot> {
+        self.snapshot
+            .get_or_init(|| Arc::new(snapshot_of(&self.workspace, self.revision, &self.roots)))
+            .clone()
+    }
+
     /// The `roots.changed` notification for this state, newline included.
     pub fn line(&self) -> Arc<str> {
         self.line
-            .get_or_init(|| {
-                let notification = wire::Notification::new::<wire::RootsChanged>(&self.snapshot);
-                let mut line =
-                    serde_json::to_string(&notification).expect("wire messages always serialise");
-                line.push('\n');
-                line.into()
-            })
+            .get_or_init(|| wire::Notification::line::<wire::RootsChanged>(&self.snapshot()).into())
             .clone()
     }
 }
@@ -699,14 +732,11 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-fn snapshot_of(model: &Contents, workspace: &WorkspaceName) -> RootsSnapshot {
-    let stored = model.workspaces.get(workspace);
+fn snapshot_of(workspace: &WorkspaceName, revision: u64, roots: &[StoredRootV1]) -> RootsSnapshot {
     RootsSnapshot {
         workspace: workspace.clone(),
-        revision: stored.map_or(0, |w| w.revision),
-        roots: stored
-            .map(|w| w.roots.iter().map(Root::from).collect())
-            .unwrap_or_default(),
+        revision,
+        roots: roots.iter().map(Root::from).collect(),
     }
 }
 

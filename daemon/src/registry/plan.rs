@@ -5,6 +5,8 @@
 //! Pure: no I/O, no locks, no waiting; only `plan_change` reads the clock, to stamp the change
 //! for the history. The rules are tested as data in `registry/tests/`.
 
+use std::sync::Arc;
+
 use rootsd_proto::wire::{self, ChangeResult, RemoveTarget};
 use rootsd_proto::{Root, WorkspaceName};
 
@@ -29,14 +31,14 @@ pub(super) fn plan_add(
         .unwrap_or_default();
     let mut result = empty_result(workspace);
     for (name, uri, path) in canonical {
-        match next.roots.iter_mut().find(|r| r.uri == uri) {
+        match next.roots.iter_mut().find(|r| *r.uri == *uri) {
             Some(existing) => {
                 // A root that only sessions publish becomes the user's too: it stays when they
                 // end.
                 let adopted = !existing.by_hand;
                 existing.by_hand = true;
-                if name.is_some() && existing.name != name {
-                    existing.name = name;
+                if name.is_some() && existing.name.as_deref() != name.as_deref() {
+                    existing.name = name.as_deref().map(Arc::from);
                     result.renamed.push(Root::from(&*existing));
                 } else if !adopted {
                     result.unchanged.push(Root::from(&*existing));
@@ -93,7 +95,7 @@ pub(super) fn plan_remove(
             let root = &current.roots[i];
             root.published_by
                 .iter()
-                .map(|p| (p.session, root.uri.clone()))
+                .map(|p| (p.session, root.uri.to_string()))
         })
         .collect();
     let mut next = current;
@@ -168,7 +170,7 @@ fn find_target(
 ) -> Result<usize, RequestError> {
     if let Some(uri) = &target.uri {
         let canonical = rootsd_proto::root::canonical_uri(uri).unwrap_or_else(|_| uri.clone());
-        if let Some(index) = roots.iter().position(|r| r.uri == canonical) {
+        if let Some(index) = roots.iter().position(|r| *r.uri == *canonical) {
             return Ok(index);
         }
     }
@@ -176,14 +178,14 @@ fn find_target(
         let matches: Vec<usize> = roots
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.name.as_deref() == Some(name))
+            .filter(|(_, r)| r.name.as_deref() == Some(name.as_str()))
             .map(|(i, _)| i)
             .collect();
         match matches.as_slice() {
             [index] => return Ok(*index),
             [] => {}
             _ => {
-                let uris: Vec<&str> = matches.iter().map(|&i| roots[i].uri.as_str()).collect();
+                let uris: Vec<&str> = matches.iter().map(|&i| &*roots[i].uri).collect();
                 return Err(RequestError::new(
                     wire::code::AMBIGUOUS,
                     format!(

@@ -620,7 +620,7 @@ mod tests {
             state: StoredWorkspaceV1 {
                 revision,
                 roots: vec![StoredRootV1 {
-                    uri: format!("file:///r{revision}"),
+                    uri: format!("file:///r{revision}").into(),
                     name: None,
                     by_hand: true,
                     published_by: Vec::new(),

@@ -11,7 +11,7 @@
 //! Nothing here does I/O or reads the clock.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use rootsd_proto::wire::{self, LogEntry, Who};
 use rootsd_proto::{Root, WorkspaceName};
@@ -45,11 +45,11 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
             i += 1;
         }
     }
-    let unpaired: HashMap<&str, &Option<String>> = before
+    let unpaired: HashMap<&str, &Option<Arc<str>>> = before
         .iter()
         .zip(&kept)
         .filter(|(_, kept)| !**kept)
-        .map(|(root, _)| (root.uri.as_str(), &root.name))
+        .map(|(root, _)| (&*root.uri, &root.name))
         .collect();
     let mut paired_old = before.iter().zip(&kept).filter(|(_, kept)| **kept);
     let mut entry = HistoryEntryV1 {
@@ -70,12 +70,12 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
         }
         None => false,
     };
-    let text_len = |name: &Option<String>| name.as_deref().map_or(0, str::len);
+    let text_len = |name: &Option<Arc<str>>| name.as_deref().map_or(0, str::len);
     for (j, root) in after.iter().enumerate() {
         let old_name = if j < paired {
             paired_old.next().map(|(old, _)| &old.name)
         } else {
-            unpaired.get(root.uri.as_str()).copied()
+            unpaired.get(&*root.uri).copied()
         };
         match old_name {
             None if fits(root.uri.len() + text_len(&root.name)) => entry.added.push(root.clone()),
@@ -84,9 +84,9 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
                 let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
                 if fits(bytes) {
                     entry.renamed.push(RenamedV1 {
-                        uri: root.uri.clone(),
-                        name: root.name.clone(),
-                        previous_name: previous_name.clone(),
+                        uri: root.uri.to_string(),
+                        name: root.name.as_deref().map(str::to_owned),
+                        previous_name: previous_name.as_deref().map(str::to_owned),
                     });
                 } else {
                     entry.omitted.renamed += 1;
@@ -95,14 +95,11 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
             Some(_) => {}
         }
     }
-    let moved: HashSet<&str> = after[paired..]
-        .iter()
-        .map(|root| root.uri.as_str())
-        .collect();
+    let moved: HashSet<&str> = after[paired..].iter().map(|root| &*root.uri).collect();
     let gone = before
         .iter()
         .zip(&kept)
-        .filter(|(root, kept)| !**kept && !moved.contains(root.uri.as_str()))
+        .filter(|(root, kept)| !**kept && !moved.contains(&*root.uri))
         .map(|(root, _)| root);
     for root in gone {
         if fits(root.uri.len() + text_len(&root.name)) {

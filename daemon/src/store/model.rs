@@ -8,6 +8,7 @@
 //! durable, and as checked at start, as the roots.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use rootsd_proto::{Root, WorkspaceName};
 use serde::{Deserialize, Serialize};
@@ -22,11 +23,17 @@ pub struct StoredWorkspaceV1 {
 
 /// One root as stored, with who holds it: the user, sessions that publish their host's roots
 /// (`rootsctl proxy --host-roots publish`), or both. A root nobody holds is not stored.
+///
+/// The texts are shared (`Arc<str>`): every change copies its workspace's list (the plan, the
+/// pending and the committed states, the published snapshot), and a copy that shares them costs
+/// two reference counts per root instead of two allocations and their bytes, and compares equal
+/// by pointer. So a change to one root of a large workspace costs little more than one to a
+/// small one.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredRootV1 {
-    pub uri: String,
+    pub uri: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     /// Added by hand: it stays until removed. Records written before roots could be published
     /// lack the field, and every root then was added by hand; it is written only when false, so
     /// such records keep their bytes.
@@ -50,8 +57,7 @@ pub struct StoredPublisherV1 {
 }
 
 // `clone_from` field by field: applying a change copies its workspace's new state over the old
-// one ([`Contents::apply`]), and copying into the strings already there reuses their buffers, so
-// that a change to a large workspace does not free and allocate every root's strings again.
+// one ([`Contents::apply`]), and copying into the list already there reuses its buffer.
 impl Clone for StoredWorkspaceV1 {
     fn clone(&self) -> Self {
         Self {
@@ -102,8 +108,8 @@ impl StoredRootV1 {
     #[cfg(test)]
     pub fn by_hand(uri: &str, name: Option<&str>) -> Self {
         Self {
-            uri: uri.to_owned(),
-            name: name.map(str::to_owned),
+            uri: uri.into(),
+            name: name.map(Arc::from),
             by_hand: true,
             published_by: Vec::new(),
         }
@@ -279,8 +285,8 @@ impl From<&Root> for StoredRootV1 {
     /// A root added by hand.
     fn from(root: &Root) -> Self {
         Self {
-            uri: root.uri.clone(),
-            name: root.name.clone(),
+            uri: root.uri.as_str().into(),
+            name: root.name.as_deref().map(Arc::from),
             by_hand: true,
             published_by: Vec::new(),
         }
@@ -290,8 +296,8 @@ impl From<&Root> for StoredRootV1 {
 impl From<&StoredRootV1> for Root {
     fn from(root: &StoredRootV1) -> Self {
         Self {
-            uri: root.uri.clone(),
-            name: root.name.clone(),
+            uri: root.uri.to_string(),
+            name: root.name.as_deref().map(str::to_owned),
         }
     }
 }

@@ -371,11 +371,11 @@ impl Feed {
         self.changes.borrow_and_update();
         let published = registry.changed_since(self.after, None);
         if let Some(last) = published.back() {
-            self.after = last.snapshot.revision;
+            self.after = last.revision;
         }
         published
             .iter()
-            .map(|p| RootsSnapshot::clone(&p.snapshot))
+            .map(|p| RootsSnapshot::clone(&p.snapshot()))
             .collect()
     }
 }

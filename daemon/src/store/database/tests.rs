@@ -16,7 +16,7 @@ fn change(revision: u64) -> Change {
         state: StoredWorkspaceV1 {
             revision,
             roots: vec![crate::store::model::StoredRootV1 {
-                uri: format!("file:///r{revision}"),
+                uri: format!("file:///r{revision}").into(),
                 name: None,
                 by_hand: true,
                 published_by: Vec::new(),
@@ -166,11 +166,11 @@ fn a_rebuilt_database_holds_the_same_and_takes_less_room() {
         let root = one.state.roots[0].clone();
         one.state.roots = (0..100)
             .map(|n| crate::store::model::StoredRootV1 {
-                uri: format!("file:///{long}/{n}"),
+                uri: format!("file:///{long}/{n}").into(),
                 ..root.clone()
             })
             .collect();
-        one.state.roots[0].name = Some(format!("{}", revision % 2));
+        one.state.roots[0].name = Some(format!("{}", revision % 2).into());
         contents.apply(&one);
         store.apply(&[one], &contents).unwrap();
         if revision % 50 == 0 {

@@ -14,6 +14,7 @@
 //! record decodes to itself.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rootsd_proto::WorkspaceName;
 
@@ -27,7 +28,7 @@ pub struct Delta {
     /// The workspace's revision before the change (0: the workspace did not exist).
     pub base: u64,
     /// URIs of the roots the change removed.
-    pub removed: Vec<String>,
+    pub removed: Vec<Arc<str>>,
     /// Roots the change added or whose stored fields (name, holders) it changed: each replaces
     /// the root of its URI in place, or, if there is none, is appended.
     pub set: Vec<StoredRootV1>,
@@ -103,7 +104,7 @@ impl Delta {
             }
         }
         if self.set.len() > INDEX_ABOVE {
-            let mut index: HashMap<String, usize> = roots
+            let mut index: HashMap<Arc<str>, usize> = roots
                 .iter()
                 .enumerate()
                 .map(|(k, r)| (r.uri.clone(), k))

@@ -37,6 +37,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rootsd_proto::WorkspaceName;
 use serde::{Deserialize, Serialize};
@@ -97,7 +98,7 @@ enum RecordV1 {
         workspace: WorkspaceName,
         base: u64,
         #[serde(default)]
-        removed: Vec<String>,
+        removed: Vec<Arc<str>>,
         #[serde(default)]
         set: Vec<StoredRootV1>,
         #[serde(default)]

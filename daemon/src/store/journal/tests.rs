@@ -16,7 +16,7 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
             roots: uris
                 .iter()
                 .map(|u| StoredRootV1 {
-                    uri: (*u).to_owned(),
+                    uri: (*u).into(),
                     name: None,
                     by_hand: true,
                     published_by: Vec::new(),
@@ -48,7 +48,7 @@ fn who_made_a_change_and_when_round_trip_and_replay_rebuilds_the_history() {
     let contents = replay.contents();
     let revisions: Vec<u64> = contents.history.iter().map(|e| e.revision).collect();
     assert_eq!(revisions, [1, 2]);
-    assert_eq!(contents.history[1].removed[0].uri, "file:///x");
+    assert_eq!(&*contents.history[1].removed[0].uri, "file:///x");
     // A snapshot carries the history, so compaction keeps it.
     let compacted = journal(&[Entry::Snapshot(contents.clone())]);
     assert_eq!(super::replay(&compacted).contents(), contents);
@@ -424,7 +424,7 @@ fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
         };
         let mut renamed = change(42, "a", &[]);
         renamed.state.roots = roots;
-        renamed.state.roots[size / 2].name = Some("renamed".to_owned());
+        renamed.state.roots[size / 2].name = Some("renamed".into());
         let delta = Delta::between(Some(&before), &renamed).unwrap();
         encode(&Entry::Delta(delta)).len()
     };

@@ -428,7 +428,7 @@ mod tests {
             .unwrap_or_default();
         state.revision = revision;
         state.roots.push(StoredRootV1 {
-            uri: format!("file:///r{revision}"),
+            uri: format!("file:///r{revision}").into(),
             name: None,
             by_hand: true,
             published_by: Vec::new(),
@@ -538,8 +538,8 @@ mod tests {
     fn a_delta_after_damage_is_kept_only_against_the_state_it_was_written_for_and_named_otherwise()
     {
         let root = |uri: &str, name: &str| StoredRootV1 {
-            uri: uri.to_owned(),
-            name: Some(name.to_owned()),
+            uri: uri.into(),
+            name: Some(name.into()),
             by_hand: true,
             published_by: Vec::new(),
         };
