@@ -19,7 +19,7 @@ use rootsd_proto::{Root, WorkspaceName};
 use crate::limits::{HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, LOG_PAGE_BYTES};
 use crate::store::model::{
     Change, Contents, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1,
-    StoredWorkspaceV1,
+    StoredWorkspaceV1, same_name, same_text,
 };
 
 /// What `change` did to its workspace, which held `previous` before it; `None` for a change
@@ -38,7 +38,7 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     {
         let mut i = 0;
         while i < before.len() && paired < after.len() {
-            if before[i].uri == after[paired].uri {
+            if same_text(&before[i].uri, &after[paired].uri) {
                 kept[i] = true;
                 paired += 1;
             }
@@ -80,7 +80,7 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
         match old_name {
             None if fits(root.uri.len() + text_len(&root.name)) => entry.added.push(root.clone()),
             None => entry.omitted.added += 1,
-            Some(previous_name) if *previous_name != root.name => {
+            Some(previous_name) if !same_name(previous_name, &root.name) => {
                 let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
                 if fits(bytes) {
                     entry.renamed.push(RenamedV1 {

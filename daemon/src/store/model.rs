@@ -29,7 +29,7 @@ pub struct StoredWorkspaceV1 {
 /// two reference counts per root instead of two allocations and their bytes, and compares equal
 /// by pointer. So a change to one root of a large workspace costs little more than one to a
 /// small one.
-#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Eq, Serialize, Deserialize)]
 pub struct StoredRootV1 {
     pub uri: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,11 +82,54 @@ impl Clone for StoredRootV1 {
         }
     }
 
+    // Applying a change copies its workspace's new state over the old one root by root, and
+    // almost every root of a large workspace already shares its texts with its copy: those are
+    // left alone rather than released and taken again.
     fn clone_from(&mut self, source: &Self) {
-        self.uri.clone_from(&source.uri);
-        self.name.clone_from(&source.name);
+        if !Arc::ptr_eq(&self.uri, &source.uri) {
+            self.uri = source.uri.clone();
+        }
+        if !same_pointer(&self.name, &source.name) {
+            self.name = source.name.clone();
+        }
         self.by_hand = source.by_hand;
         self.published_by.clone_from(&source.published_by);
+    }
+}
+
+// By hand, for the texts' pointer comparison first: the roots a change compares (its
+// workspace before and after, a copy and its original) mostly share their texts.
+impl PartialEq for StoredRootV1 {
+    fn eq(&self, other: &Self) -> bool {
+        same_text(&self.uri, &other.uri)
+            && same_name(&self.name, &other.name)
+            && self.by_hand == other.by_hand
+            && self.published_by == other.published_by
+    }
+}
+
+/// Whether two shared texts are equal, by pointer first. std's comparison of `Arc<str>` always
+/// reads both texts (its pointer shortcut is only for sized types), and a large workspace's
+/// lists, compared root by root on every change, share almost all of theirs.
+pub fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+/// Whether two names are the same shared text, or both absent.
+fn same_pointer(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// [`same_text`] for a root's name, which it may lack.
+pub fn same_name(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same_text(a, b),
+        (None, None) => true,
+        _ => false,
     }
 }
 

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use rootsd_proto::WorkspaceName;
 
-use crate::store::model::{Change, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1};
+use crate::store::model::{
+    Change, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, same_text,
+};
 
 /// A change as a delta against the workspace's state at revision `base`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +60,7 @@ impl Delta {
         let (mut removed, mut set) = (Vec::new(), Vec::new());
         let (mut i, mut j) = (0, 0);
         while i < before.len() && j < after.len() {
-            if before[i].uri == after[j].uri {
+            if same_text(&before[i].uri, &after[j].uri) {
                 if before[i] != after[j] {
                     set.push(after[j].clone());
                 }
