@@ -68,7 +68,7 @@ pub fn plan_publish(
         .get(workspace)
         .cloned()
         .unwrap_or_default();
-    let mut next = current.clone();
+    let mut next = StoredWorkspaceV1::clone(&current);
     for stored in &mut next.roots {
         if !roots.iter().any(|r| *r.uri == *stored.uri) {
             stored.published_by.retain(|p| p.session != me.session);
@@ -126,7 +126,7 @@ pub fn plan_withdraw(
         .get(workspace)
         .cloned()
         .unwrap_or_default();
-    let mut next = current.clone();
+    let mut next = StoredWorkspaceV1::clone(&current);
     for stored in &mut next.roots {
         stored.published_by.retain(|p| p.session != me.session);
     }
@@ -156,7 +156,7 @@ fn next_change(
     Some(Change {
         revision,
         workspace: workspace.clone(),
-        state: next,
+        state: Arc::new(next),
         origin: Some(origin),
         time_unix_ms: crate::clock::unix_ms(),
     })
@@ -247,11 +247,10 @@ mod tests {
     }
 
     fn hand(contents: &mut Contents, uris: &[&str]) {
-        let mut state = contents.workspaces.get(&ws()).cloned().unwrap_or_default();
-        state
+        let state = contents.workspaces.entry(ws()).or_default();
+        Arc::make_mut(state)
             .roots
             .extend(roots(uris).iter().map(StoredRootV1::from));
-        contents.workspaces.insert(ws(), state);
     }
 
     #[test]

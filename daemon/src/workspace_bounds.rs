@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rootsd_proto::wire::{ListedRoot, code};
 use rootsd_proto::{Root, WorkspaceName};
@@ -39,7 +39,7 @@ pub struct Measured {
 /// bound.
 pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan<T>, RequestError> {
     if let Plan::Write(change, _) = &plan {
-        let current = pending.workspaces.get(&change.workspace);
+        let current = pending.workspaces.get(&change.workspace).map(Arc::as_ref);
         let holding = pending
             .workspaces
             .values()
@@ -335,7 +335,7 @@ mod tests {
             let change = Change {
                 revision: pending.revision + 1,
                 workspace: name.parse().unwrap(),
-                state,
+                state: state.into(),
                 origin: None,
                 time_unix_ms: 0,
             };
@@ -351,7 +351,7 @@ mod tests {
                     pending.revision += 1;
                     pending
                         .workspaces
-                        .insert(format!("w{accepted}").parse().unwrap(), state);
+                        .insert(format!("w{accepted}").parse().unwrap(), state.into());
                     accepted += 1;
                 }
                 Err(refusal) => break refusal,
@@ -363,7 +363,7 @@ mod tests {
             "{}",
             refusal.message
         );
-        let total: usize = pending.workspaces.values().map(listing_bytes).sum();
+        let total: usize = pending.workspaces.values().map(|w| listing_bytes(w)).sum();
         assert!(
             total <= MAX_TOTAL_BYTES && total + 500_000 > MAX_TOTAL_BYTES,
             "{accepted}: {total}"

@@ -28,7 +28,7 @@ use crate::reconnect::Expected;
 use crate::session_bounds;
 use crate::store::{
     self, Change, Committer, Contents, Health, Opened, Origin, PeerV1, Plan, Serving, StoreError,
-    StoredRootV1,
+    StoredWorkspaceV1,
 };
 use crate::workspace_bounds;
 use fanout::FanOut;
@@ -92,21 +92,24 @@ impl Channel {
 
 impl Publisher {
     fn publish(&self, state: Stored) {
-        let revision = state.revision;
+        let revision = state.state.revision;
         {
             let mut channels = self.channels.lock().expect("channels lock");
             // Numbered under the lock, as a state made for a session's registration is: a
             // session shown a state is never offered an older one as newer.
             let published = Arc::new(self.published(state));
-            channels
+            let channel = channels
                 .entry(published.workspace.clone())
                 .and_modify(|channel| {
                     channel.newest.send_replace(published.clone());
                 })
                 .or_insert_with(|| Channel::new(published.clone()));
             // Under the lock: a session registering now either sees this state in the channel
-            // or is among the outboxes the fan-out thread writes it to.
-            if let Some(fanout) = self.fanout.get() {
+            // or is among the outboxes the fan-out thread writes it to. A workspace without
+            // sessions wakes no thread at all.
+            if !channel.outboxes.is_empty()
+                && let Some(fanout) = self.fanout.get()
+            {
                 fanout.hand_over(published.clone());
             }
         }
@@ -118,8 +121,8 @@ impl Publisher {
     fn published(&self, state: Stored) -> Published {
         Published {
             workspace: state.workspace,
-            revision: state.revision,
-            roots: state.roots,
+            revision: state.state.revision,
+            state: state.state,
             sequence: self.sequence.fetch_add(1, Ordering::Relaxed) + 1,
             snapshot: OnceLock::new(),
             line: OnceLock::new(),
@@ -604,14 +607,14 @@ pub struct Session<'a> {
     pub outbox: Arc<Outbox>,
 }
 
-/// One state of a workspace as published to connections: its roots as stored (a copy that
-/// shares their texts), and, made when the first connection needs them and then shared by all,
+/// One state of a workspace as published to connections: its state as stored (shared with the
+/// committed contents), and, made when the first connection needs them and then shared by all,
 /// the wire snapshot and the `roots.changed` line that pushes it. Nothing is converted or
 /// serialised for a change that no connection is shown.
 pub struct Published {
     pub workspace: WorkspaceName,
     pub revision: u64,
-    roots: Vec<StoredRootV1>,
+    state: Arc<StoredWorkspaceV1>,
     /// Increases with every state published, in any workspace ([`Publisher::published`]).
     sequence: u64,
     snapshot: OnceLock<Arc<RootsSnapshot>>,
@@ -621,24 +624,21 @@ pub struct Published {
 /// A workspace's state as the committed contents hold it, to publish.
 struct Stored {
     workspace: WorkspaceName,
-    revision: u64,
-    roots: Vec<StoredRootV1>,
+    state: Arc<StoredWorkspaceV1>,
 }
 
 impl Stored {
     /// `workspace` in `model`; an unknown workspace is empty at revision 0.
     fn of(model: &Contents, workspace: &WorkspaceName) -> Self {
-        let stored = model.workspaces.get(workspace);
         Self {
             workspace: workspace.clone(),
-            revision: stored.map_or(0, |w| w.revision),
-            roots: stored.map(|w| w.roots.clone()).unwrap_or_default(),
+            state: model.workspaces.get(workspace).cloned().unwrap_or_default(),
         }
     }
 
     #[cfg(test)]
     fn snapshot(&self) -> RootsSnapshot {
-        snapshot_of(&self.workspace, self.revision, &self.roots)
+        snapshot_of(&self.workspace, &self.state)
     }
 }
 
@@ -646,7 +646,7 @@ impl Published {
     /// The state as the wire shows it.
     pub fn snapshot(&self) -> Arc<RootsSnapshot> {
         self.snapshot
-            .get_or_init(|| Arc::new(snapshot_of(&self.workspace, self.revision, &self.roots)))
+            .get_or_init(|| Arc::new(snapshot_of(&self.workspace, &self.state)))
             .clone()
     }
 
@@ -732,11 +732,11 @@ impl Drop for ClientGuard<'_> {
     }
 }
 
-fn snapshot_of(workspace: &WorkspaceName, revision: u64, roots: &[StoredRootV1]) -> RootsSnapshot {
+fn snapshot_of(workspace: &WorkspaceName, state: &StoredWorkspaceV1) -> RootsSnapshot {
     RootsSnapshot {
         workspace: workspace.clone(),
-        revision,
-        roots: roots.iter().map(Root::from).collect(),
+        revision: state.revision,
+        roots: state.roots.iter().map(Root::from).collect(),
     }
 }
 

@@ -27,7 +27,7 @@ pub(super) fn plan_add(
     let mut next = pending
         .workspaces
         .get(workspace)
-        .cloned()
+        .map(|w| StoredWorkspaceV1::clone(w))
         .unwrap_or_default();
     let mut result = empty_result(workspace);
     for (name, uri, path) in canonical {
@@ -98,7 +98,7 @@ pub(super) fn plan_remove(
                 .map(|p| (p.session, root.uri.to_string()))
         })
         .collect();
-    let mut next = current;
+    let mut next = StoredWorkspaceV1::clone(&current);
     let mut index = 0;
     next.roots.retain(|_| {
         index += 1;
@@ -140,7 +140,7 @@ fn plan_change(
         Change {
             revision,
             workspace: workspace.clone(),
-            state: next,
+            state: Arc::new(next),
             origin: Some(origin),
             time_unix_ms: crate::clock::unix_ms(),
         },

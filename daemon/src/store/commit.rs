@@ -30,8 +30,9 @@ use tokio::sync::oneshot;
 
 use crate::store::database::Store;
 use crate::store::database::StoreError;
+use crate::store::history;
 use crate::store::journal::{Entry, Journal};
-use crate::store::model::{Change, Contents};
+use crate::store::model::{Change, Contents, HistoryEntryV1};
 
 /// How long writes must pause before the database is checkpointed.
 const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
@@ -65,6 +66,9 @@ pub type OnDurable = Box<dyn Fn(&Change, &Contents) + Send + Sync>;
 
 struct Written {
     change: Change,
+    /// Its history entry, computed once against the pending state: the committed state applies
+    /// it to the same state of its workspace, in the same order, so it takes the same entry.
+    entry: Option<HistoryEntryV1>,
     /// The writer, and any no-op that depends on this change.
     waiters: Vec<oneshot::Sender<Result<(), StoreError>>>,
 }
@@ -212,13 +216,19 @@ impl Committer {
                 // Queued, not written: the commit thread writes every change queued before its
                 // sync with one `pwrite`, and a failure there fails them all, as a failed sync.
                 let state = &mut *state;
-                let previous = state.pending.workspaces.get(&change.workspace);
+                let previous = state
+                    .pending
+                    .workspaces
+                    .get(&change.workspace)
+                    .map(Arc::as_ref);
                 state.journal.append_change_deferred(&change, previous);
-                state.pending.apply(&change);
+                let entry = history::entry(previous, &change);
+                state.pending.apply_recorded(&change, entry.clone());
                 state.last_write = Instant::now();
                 let (sender, receiver) = oneshot::channel();
                 state.unsynced.push_back(Written {
                     change,
+                    entry,
                     waiters: vec![sender],
                 });
                 self.shared.wake.notify_one();
@@ -445,7 +455,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
 fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
     let mut changes = Vec::with_capacity(batch.len());
     for written in batch {
-        write(&shared.committed).apply(&written.change);
+        write(&shared.committed).apply_recorded(&written.change, written.entry);
         // Publishing reads only the changed workspace, under a read lock: cloning the whole
         // contents per change made a burst of changes quadratic in the number of workspaces.
         // Only this thread writes `committed`, so no change can slip in between.
@@ -625,7 +635,8 @@ mod tests {
                     by_hand: true,
                     published_by: Vec::new(),
                 }],
-            },
+            }
+            .into(),
             origin: None,
             time_unix_ms: 0,
         }

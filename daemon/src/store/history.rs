@@ -118,6 +118,15 @@ impl Contents {
     /// keeps the changes of the last [`crate::limits::HISTORY_ENTRIES`] revisions (every change
     /// has an entry, so that many entries), dropping the oldest first.
     pub fn apply(&mut self, change: &Change) {
+        let previous = self.workspaces.get(&change.workspace).map(Arc::as_ref);
+        let entry = entry(previous, change);
+        self.apply_recorded(change, entry);
+    }
+
+    /// [`Contents::apply`] with the change's history entry already computed (by [`entry`],
+    /// against the state of its workspace this applies it to), so that the commit thread does
+    /// not walk a large workspace again for the entry the writer's planning computed.
+    pub fn apply_recorded(&mut self, change: &Change, entry: Option<HistoryEntryV1>) {
         debug_assert!(change.revision > self.revision, "changes apply in order");
         let window = crate::limits::HISTORY_ENTRIES as u64;
         while let Some(oldest) = self.history.front()
@@ -125,12 +134,12 @@ impl Contents {
         {
             self.history.pop_front();
         }
-        if let Some(entry) = entry(self.workspaces.get(&change.workspace), change) {
+        if let Some(entry) = entry {
             self.history.push_back(entry);
         }
         self.revision = change.revision;
         match self.workspaces.get_mut(&change.workspace) {
-            Some(workspace) => workspace.clone_from(&change.state),
+            Some(workspace) => *workspace = change.state.clone(),
             None => {
                 self.workspaces
                     .insert(change.workspace.clone(), change.state.clone());
@@ -278,7 +287,7 @@ mod tests {
         Change {
             revision,
             workspace: ws(workspace),
-            state: StoredWorkspaceV1 { revision, roots },
+            state: StoredWorkspaceV1 { revision, roots }.into(),
             origin: by(1000),
             time_unix_ms: 1_796_000_000_000 + revision,
         }

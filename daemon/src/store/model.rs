@@ -160,10 +160,14 @@ impl StoredRootV1 {
 }
 
 /// Everything stored: every workspace, at one store revision, and the newest changes.
+///
+/// Each workspace's state is shared (`Arc`) with the change that made it: applying a change
+/// to the pending and to the committed contents, and publishing it, take the change's state
+/// rather than copying its roots, so that they cost the same whatever the workspace's size.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Contents {
     pub revision: u64,
-    pub workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+    pub workspaces: BTreeMap<WorkspaceName, Arc<StoredWorkspaceV1>>,
     /// The newest changes, oldest first: at most [`crate::limits::HISTORY_ENTRIES`].
     pub history: VecDeque<HistoryEntryV1>,
 }
@@ -174,7 +178,7 @@ pub struct Contents {
 pub struct Change {
     pub revision: u64,
     pub workspace: WorkspaceName,
-    pub state: StoredWorkspaceV1,
+    pub state: Arc<StoredWorkspaceV1>,
     /// Who made it. `None` only for a change journaled by a rootsd that kept no history: it
     /// gets no entry.
     pub origin: Option<Origin>,
@@ -301,7 +305,7 @@ impl Contents {
             .iter()
             .filter(|(_, ws)| ws.roots.iter().any(|r| !r.published_by.is_empty()))
             .map(|(name, ws)| {
-                let mut state = ws.clone();
+                let mut state = StoredWorkspaceV1::clone(ws);
                 for root in &mut state.roots {
                     root.published_by.clear();
                 }

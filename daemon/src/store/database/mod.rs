@@ -342,7 +342,7 @@ impl Store {
                 .and_then(|n| WorkspaceName::new(n).map_err(|e| corrupt(e.to_string())))?;
             let workspace: StoredWorkspaceV1 =
                 serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
-            workspaces.insert(name, workspace);
+            workspaces.insert(name, std::sync::Arc::new(workspace));
         }
         let mut history = Vec::new();
         for item in self.tree().scan_prefix(HISTORY_PREFIX) {

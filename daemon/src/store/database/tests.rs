@@ -1,5 +1,7 @@
 //! The store's unit tests: the ring of history slots, damage, reopening, rebuilding.
 
+use std::sync::Arc;
+
 use super::*;
 
 const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -21,7 +23,8 @@ fn change(revision: u64) -> Change {
                 by_hand: true,
                 published_by: Vec::new(),
             }],
-        },
+        }
+        .into(),
         origin: Some(crate::store::model::Origin::Peer(
             crate::store::model::PeerV1 {
                 uid: 1000,
@@ -116,7 +119,7 @@ fn checkpointed_changes_survive_reopening() {
         let change = Change {
             revision: 3,
             workspace: ws("work"),
-            state: contents.clone(),
+            state: contents.clone().into(),
             origin: None,
             time_unix_ms: 0,
         };
@@ -129,7 +132,7 @@ fn checkpointed_changes_survive_reopening() {
     assert!(!store.was_fresh());
     let loaded = store.load().unwrap();
     assert_eq!(loaded.revision, 3);
-    assert_eq!(loaded.workspaces[&ws("work")], contents);
+    assert_eq!(*loaded.workspaces[&ws("work")], contents);
 }
 
 #[test]
@@ -147,7 +150,7 @@ fn replace_all_leaves_exactly_the_given_contents() {
         revision: 5,
         ..Contents::default()
     };
-    contents.workspaces.insert(ws("new"), one(5));
+    contents.workspaces.insert(ws("new"), one(5).into());
     store.replace_all(&contents).unwrap();
     assert_eq!(store.load().unwrap(), contents);
 }
@@ -163,14 +166,15 @@ fn a_rebuilt_database_holds_the_same_and_takes_less_room() {
     let long = "r".repeat(1000);
     for revision in 1..=300 {
         let mut one = change(revision);
-        let root = one.state.roots[0].clone();
-        one.state.roots = (0..100)
+        let state = Arc::make_mut(&mut one.state);
+        let root = state.roots[0].clone();
+        state.roots = (0..100)
             .map(|n| crate::store::model::StoredRootV1 {
                 uri: format!("file:///{long}/{n}").into(),
                 ..root.clone()
             })
             .collect();
-        one.state.roots[0].name = Some(format!("{}", revision % 2).into());
+        state.roots[0].name = Some(format!("{}", revision % 2).into());
         contents.apply(&one);
         store.apply(&[one], &contents).unwrap();
         if revision % 50 == 0 {

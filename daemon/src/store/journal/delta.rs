@@ -131,10 +131,10 @@ impl Delta {
         Ok(Change {
             revision: self.revision,
             workspace: self.workspace.clone(),
-            state: StoredWorkspaceV1 {
+            state: Arc::new(StoredWorkspaceV1 {
                 revision: self.revision,
                 roots,
-            },
+            }),
             origin: self.origin.clone(),
             time_unix_ms: self.time_unix_ms,
         })

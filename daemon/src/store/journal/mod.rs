@@ -77,14 +77,14 @@ pub enum Entry {
 enum RecordV1 {
     Snapshot {
         revision: u64,
-        workspaces: BTreeMap<WorkspaceName, StoredWorkspaceV1>,
+        workspaces: BTreeMap<WorkspaceName, Arc<StoredWorkspaceV1>>,
         #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
         history: VecDeque<HistoryEntryV1>,
     },
     Change {
         revision: u64,
         workspace: WorkspaceName,
-        state: StoredWorkspaceV1,
+        state: Arc<StoredWorkspaceV1>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         origin: Option<Origin>,
         #[serde(default, skip_serializing_if = "is_zero")]
@@ -135,7 +135,9 @@ impl Logged {
     pub fn against(&self, contents: &Contents) -> Result<Change, String> {
         match self {
             Self::Whole(change) => Ok(change.clone()),
-            Self::Delta(delta) => delta.apply_to(contents.workspaces.get(&delta.workspace)),
+            Self::Delta(delta) => {
+                delta.apply_to(contents.workspaces.get(&delta.workspace).map(Arc::as_ref))
+            }
         }
     }
 }
@@ -420,7 +422,13 @@ pub fn replay(bytes: &[u8]) -> Replay {
         }
         let entry = match entry {
             Entry::Delta(delta) => {
-                match delta.apply_to(replay.latest.workspaces.get(&delta.workspace)) {
+                match delta.apply_to(
+                    replay
+                        .latest
+                        .workspaces
+                        .get(&delta.workspace)
+                        .map(Arc::as_ref),
+                ) {
                     Ok(change) => {
                         replay.latest.apply(&change);
                         Entry::Delta(delta)

@@ -22,7 +22,8 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
                     published_by: Vec::new(),
                 })
                 .collect(),
-        },
+        }
+        .into(),
         origin: Some(Origin::Peer(crate::store::model::PeerV1 {
             uid: 1000,
             user: Some("ana".to_owned()),
@@ -178,8 +179,9 @@ fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() 
 
     let mut published = change.clone();
     published.revision = 2;
-    published.state.roots[0].by_hand = false;
-    published.state.roots[0]
+    let state = Arc::make_mut(&mut published.state);
+    state.roots[0].by_hand = false;
+    state.roots[0]
         .published_by
         .push(crate::store::model::StoredPublisherV1 {
             session: 3,
@@ -353,7 +355,7 @@ fn history_of_changes() -> Vec<Change> {
         .enumerate()
         .map(|(k, (workspace, roots))| {
             let mut change = change(k as u64 + 1, workspace, &[]);
-            change.state.roots = roots;
+            Arc::make_mut(&mut change.state).roots = roots;
             change
         })
         .collect()
@@ -364,7 +366,11 @@ fn as_deltas(changes: &[Change]) -> Vec<u8> {
     let mut contents = Contents::default();
     let mut bytes = encode(&base());
     for change in changes {
-        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        let delta = Delta::between(
+            contents.workspaces.get(&change.workspace).map(Arc::as_ref),
+            change,
+        )
+        .unwrap();
         bytes.extend(encode(&Entry::Delta(delta)));
         contents.apply(change);
     }
@@ -393,7 +399,11 @@ fn delta_replay_equals_whole_state_replay() {
     let mut mixed = journal(&whole[..4]);
     let mut contents = from_whole.at(3);
     for change in &changes[3..] {
-        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        let delta = Delta::between(
+            contents.workspaces.get(&change.workspace).map(Arc::as_ref),
+            change,
+        )
+        .unwrap();
         mixed.extend(encode(&Entry::Delta(delta)));
         contents.apply(change);
     }
@@ -405,7 +415,11 @@ fn the_hand_written_encoder_writes_what_serde_reads_back() {
     let changes = history_of_changes();
     let mut contents = Contents::default();
     for change in &changes {
-        let delta = Delta::between(contents.workspaces.get(&change.workspace), change).unwrap();
+        let delta = Delta::between(
+            contents.workspaces.get(&change.workspace).map(Arc::as_ref),
+            change,
+        )
+        .unwrap();
         let line = encode(&Entry::Delta(delta.clone()));
         assert_eq!(decode(&line[..line.len() - 1]), Ok(Entry::Delta(delta)));
         contents.apply(change);
@@ -423,8 +437,9 @@ fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
             roots: roots.clone(),
         };
         let mut renamed = change(42, "a", &[]);
-        renamed.state.roots = roots;
-        renamed.state.roots[size / 2].name = Some("renamed".into());
+        let state = Arc::make_mut(&mut renamed.state);
+        state.roots = roots;
+        state.roots[size / 2].name = Some("renamed".into());
         let delta = Delta::between(Some(&before), &renamed).unwrap();
         encode(&Entry::Delta(delta)).len()
     };
@@ -450,8 +465,17 @@ fn an_old_journal_of_whole_states_reads_and_takes_deltas_after_it() {
     let read_old = replay(&bytes);
     assert_eq!(read_old.damage, None);
     let mut next = change(2, "a", &[]);
-    next.state.roots = vec![root("file:///x", Some("x")), root("file:///y", None)];
-    let delta = Delta::between(read_old.contents().workspaces.get(&ws("a")), &next).unwrap();
+    Arc::make_mut(&mut next.state).roots =
+        vec![root("file:///x", Some("x")), root("file:///y", None)];
+    let delta = Delta::between(
+        read_old
+            .contents()
+            .workspaces
+            .get(&ws("a"))
+            .map(Arc::as_ref),
+        &next,
+    )
+    .unwrap();
     bytes.extend(encode(&Entry::Delta(delta)));
     let read_new = replay(&bytes);
     assert_eq!(read_new.damage, None);

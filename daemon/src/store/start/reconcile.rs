@@ -17,6 +17,7 @@
 //! register.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::store::database::Store;
 use crate::store::database::StoreError;
@@ -160,13 +161,17 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
         let change = Change {
             revision,
             workspace,
-            state,
+            state: Arc::new(state),
             origin: Some(Origin::daemon(
                 "start-up: withdrawing the roots sessions of the previous run published",
             )),
             time_unix_ms: crate::clock::unix_ms(),
         };
-        let previous = opened.contents.workspaces.get(&change.workspace);
+        let previous = opened
+            .contents
+            .workspaces
+            .get(&change.workspace)
+            .map(Arc::as_ref);
         opened
             .journal
             .append_change(&change, previous)
@@ -294,7 +299,8 @@ mod tests {
                     by_hand: true,
                     published_by: Vec::new(),
                 }],
-            },
+            }
+            .into(),
             origin,
             time_unix_ms: revision,
         }

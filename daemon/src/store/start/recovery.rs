@@ -413,6 +413,8 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::store::journal::Entry;
     use crate::store::model::{Change, Origin, PeerV1, StoredRootV1, StoredWorkspaceV1};
@@ -424,7 +426,7 @@ mod tests {
         let mut state = before
             .workspaces
             .get(&workspace)
-            .cloned()
+            .map(|w| StoredWorkspaceV1::clone(w))
             .unwrap_or_default();
         state.revision = revision;
         state.roots.push(StoredRootV1 {
@@ -436,7 +438,7 @@ mod tests {
         Change {
             revision,
             workspace,
-            state,
+            state: state.into(),
             origin: Some(Origin::Peer(PeerV1 {
                 uid: 1000,
                 ..PeerV1::default()
@@ -558,13 +560,15 @@ mod tests {
             let change = Change {
                 revision,
                 workspace: WorkspaceName::new(workspace).unwrap(),
-                state: StoredWorkspaceV1 { revision, roots },
+                state: StoredWorkspaceV1 { revision, roots }.into(),
                 origin: Some(Origin::daemon("test")),
                 time_unix_ms: 1,
             };
-            let delta =
-                journal::Delta::between(contents.workspaces.get(&change.workspace), &change)
-                    .unwrap();
+            let delta = journal::Delta::between(
+                contents.workspaces.get(&change.workspace).map(Arc::as_ref),
+                &change,
+            )
+            .unwrap();
             starts.push(bytes.len());
             bytes.extend(journal::encode(&Entry::Delta(delta)));
             contents.apply(&change);
