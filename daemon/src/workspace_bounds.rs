@@ -17,22 +17,45 @@ use crate::provenance;
 use crate::store::Plan;
 use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1, same_text};
 
-/// Each workspace's listing size at the revision it was measured, so that the total over every
-/// workspace is summed without measuring each of them on every change, and a change is measured
-/// by what it changes: the size after a change is the size before it, less the roots it removed
-/// or altered, plus the ones it added or altered.
+/// Each workspace's listing size, their total and how many workspaces hold roots, as of one
+/// pending revision, so that a change is checked without looking at any other workspace, and
+/// measured by what it changes: the size after a change is the size before it, less the roots
+/// it removed or altered, plus the ones it added or altered.
 ///
-/// A change's size is recorded under its revision before it is durable. Should it fail (a sync
-/// that fails puts the pending state back), its revision is given to the next change, so the
-/// newest revision seen is kept too: the pending revision going back says a failure happened,
-/// and every size recorded is forgotten.
+/// Every change to the pending state is checked here and, once it passes, written, so the
+/// figures stay those of the pending state as long as its revision is the one they were
+/// updated to. Any other revision (a failed sync puts the pending state back, and its revisions
+/// are then given to the next changes) makes the next check measure every workspace again.
 #[derive(Default)]
 pub struct Sizes(Mutex<Measured>);
 
 #[derive(Default)]
 pub struct Measured {
-    newest: u64,
-    bytes: HashMap<WorkspaceName, (u64, usize)>,
+    /// The pending revision the figures describe; `None` before the first check.
+    at: Option<u64>,
+    bytes: HashMap<WorkspaceName, usize>,
+    total: usize,
+    holding: usize,
+}
+
+impl Measured {
+    fn measure(pending: &Contents) -> Self {
+        let bytes: HashMap<WorkspaceName, usize> = pending
+            .workspaces
+            .iter()
+            .map(|(name, workspace)| (name.clone(), listing_bytes(workspace)))
+            .collect();
+        Self {
+            at: Some(pending.revision),
+            total: bytes.values().sum(),
+            bytes,
+            holding: pending
+                .workspaces
+                .values()
+                .filter(|w| !w.roots.is_empty())
+                .count(),
+        }
+    }
 }
 
 /// `plan`, unless the change it writes takes its workspace, or all of them together, past a
@@ -40,52 +63,29 @@ pub struct Measured {
 pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan<T>, RequestError> {
     if let Plan::Write(change, _) = &plan {
         let current = pending.workspaces.get(&change.workspace).map(Arc::as_ref);
-        let holding = pending
-            .workspaces
-            .values()
-            .filter(|w| !w.roots.is_empty())
-            .count();
-        let mut guard = sizes.0.lock().expect("sizes lock");
-        let Measured {
-            newest,
-            bytes: measured,
-        } = &mut *guard;
-        if pending.revision < *newest {
-            measured.clear();
+        let mut measured = sizes.0.lock().expect("sizes lock");
+        if measured.at != Some(pending.revision) {
+            *measured = Measured::measure(pending);
         }
-        *newest = pending.revision;
-        measured.retain(|name, _| pending.workspaces.contains_key(name));
-        let (mut others, mut before) = (0, 0);
-        for (name, workspace) in &pending.workspaces {
-            let bytes = match measured.get(name) {
-                Some(&(revision, bytes)) if revision == workspace.revision => bytes,
-                _ => {
-                    let bytes = listing_bytes(workspace);
-                    measured.insert(name.clone(), (workspace.revision, bytes));
-                    bytes
-                }
-            };
-            if *name == change.workspace {
-                before = bytes;
-            } else {
-                others += bytes;
-            }
-        }
-        let listed_before = if current.is_some() {
-            before
-        } else {
-            listing_bytes(&StoredWorkspaceV1::default())
-        };
+        let before = current.map(|_| {
+            measured
+                .bytes
+                .get(&change.workspace)
+                .copied()
+                .unwrap_or_default()
+        });
+        let listed_before = before.unwrap_or_else(|| listing_bytes(&StoredWorkspaceV1::default()));
         let next = listing_bytes_after(current, listed_before, &change.state);
         fits_measured(
             &change.workspace,
             current.map(|w| (w.roots.len(), listed_before)),
             &change.state,
             next,
-            holding,
+            measured.holding,
         )?;
+        let others = measured.total.saturating_sub(before.unwrap_or(0));
         let after = others + next;
-        if after > MAX_TOTAL_BYTES && after > others + before {
+        if after > MAX_TOTAL_BYTES && after > others + before.unwrap_or(0) {
             return Err(RequestError::new(
                 code::LIMIT,
                 format!(
@@ -93,8 +93,13 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
                 ),
             ));
         }
-        measured.insert(change.workspace.clone(), (change.state.revision, next));
-        *newest = change.state.revision.max(pending.revision);
+        let held_before = current.is_some_and(|w| !w.roots.is_empty());
+        let held_after = !change.state.roots.is_empty();
+        measured.holding =
+            (measured.holding + usize::from(held_after)).saturating_sub(usize::from(held_before));
+        measured.total = after;
+        measured.bytes.insert(change.workspace.clone(), next);
+        measured.at = Some(change.revision);
     }
     Ok(plan)
 }

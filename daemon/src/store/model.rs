@@ -100,6 +100,7 @@ impl Clone for StoredRootV1 {
 // By hand, for the texts' pointer comparison first: the roots a change compares (its
 // workspace before and after, a copy and its original) mostly share their texts.
 impl PartialEq for StoredRootV1 {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         same_text(&self.uri, &other.uri)
             && same_name(&self.name, &other.name)
@@ -111,11 +112,13 @@ impl PartialEq for StoredRootV1 {
 /// Whether two shared texts are equal, by pointer first. std's comparison of `Arc<str>` always
 /// reads both texts (its pointer shortcut is only for sized types), and a large workspace's
 /// lists, compared root by root on every change, share almost all of theirs.
+#[inline]
 pub fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
 
 /// Whether two names are the same shared text, or both absent.
+#[inline]
 fn same_pointer(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -125,6 +128,7 @@ fn same_pointer(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
 }
 
 /// [`same_text`] for a root's name, which it may lack.
+#[inline]
 pub fn same_name(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => same_text(a, b),
