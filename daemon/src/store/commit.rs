@@ -1,16 +1,19 @@
 //! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
 //! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
 //! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a change applied to the state readers
-//! see, published, and acknowledged; the database takes it afterwards, when no sync is waiting,
-//! so that sled's work never stands between a writer and its acknowledgement.
+//! see, published, and acknowledged. The database takes the changes at the next checkpoint, in
+//! one batch that writes each workspace they touched once: applying each change to sled as it
+//! came (sled's own work, and its I/O threads woken, per change) was most of a small change's
+//! cost and stood between the next writer and its sync whenever writers came back to back.
 //!
 //! The writers' view ("pending": every change written, durable or not) and the readers' view
 //! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
 //! was to cover (and any written after them): the journal is cut back to its durable length,
 //! the pending view goes back to the committed one, and the store reports itself degraded until
-//! a later write succeeds, which heals it. The database is brought up to date after each sync
-//! and checkpointed when writes pause; a database that fails is reopened and rewritten from the
-//! committed view, while the journal keeps every acknowledged change safe meanwhile.
+//! a later write succeeds, which heals it. The database is brought up to date and checkpointed
+//! when writes pause, after [`CHECKPOINT_AFTER_CHANGES`] changes, and before the journal is
+//! compacted; a database that fails is reopened and rewritten from the committed view, while the
+//! journal keeps every acknowledged change safe meanwhile.
 //!
 //! Nothing that fails in the database may take the commit thread with it: sled's panics are
 //! errors by the time they leave [`crate::store::database`], and should anything else panic on the thread,
@@ -91,8 +94,8 @@ struct State {
     /// The revision the journal last recorded a checkpoint at.
     checkpointed: u64,
     /// Durable, acknowledged changes the database has not taken yet, in order. It takes them
-    /// when no sync is waiting, and before every checkpoint; a checkpoint comes at the latest
-    /// after [`CHECKPOINT_AFTER_CHANGES`], so this stays bounded.
+    /// at every checkpoint, which comes at the latest after [`CHECKPOINT_AFTER_CHANGES`], so this
+    /// stays bounded (and each holds its workspace's state shared, not copied).
     behind: Vec<Change>,
     /// When a writer last wrote, or a checkpoint last failed: the next idle checkpoint comes
     /// [`CHECKPOINT_AFTER_IDLE`] after it, so a database that keeps failing is retried at that
@@ -359,13 +362,6 @@ fn fail_unsynced(state: &mut State, why: &str) {
 fn run(shared: &Shared) -> Result<(), StoreError> {
     let mut state = lock(&shared.state);
     loop {
-        if state.unsynced.is_empty() && !state.behind.is_empty() {
-            let behind = std::mem::take(&mut state.behind);
-            drop(state);
-            catch_up_database(shared, &behind);
-            state = lock(&shared.state);
-            continue;
-        }
         if state.unsynced.is_empty() {
             if state.closing {
                 drop(state);
