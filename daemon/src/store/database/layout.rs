@@ -39,10 +39,9 @@ pub(super) struct HeaderV2 {
 pub(super) fn bucket_of(uri: &str) -> u16 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash = uri
-        .as_bytes()
-        .iter()
-        .fold(OFFSET, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME));
+    let hash = uri.as_bytes().iter().fold(OFFSET, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    });
     (hash % u64::from(BUCKETS)) as u16
 }
 

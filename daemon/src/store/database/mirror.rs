@@ -19,9 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use rootsd_proto::WorkspaceName;
 
 use super::StoreError;
-use super::layout::{
-    HeaderV2, bucket_key, bucket_of, encode_bucket, encode_header, header_key,
-};
+use super::layout::{HeaderV2, bucket_key, bucket_of, encode_bucket, encode_header, header_key};
 use crate::store::model::{StoredRootV1, StoredWorkspaceV1};
 
 /// Keys and values to write, in order, as one batch.
@@ -182,7 +180,9 @@ impl Assembly {
             .ok_or_else(|| {
                 corrupt(
                     key,
-                    format!("the bucket belongs to workspace {name:?}, which has no header w/{name}"),
+                    format!(
+                        "the bucket belongs to workspace {name:?}, which has no header w/{name}"
+                    ),
                 )
             })?;
         for (seq, root) in roots {
@@ -229,7 +229,10 @@ impl Assembly {
             }
             let mut uris = HashSet::with_capacity(gathered.held.len());
             if let Some(twice) = gathered.held.iter().find(|h| !uris.insert(&h.root.uri)) {
-                return Err(corrupt(&key, format!("root {} is stored twice", twice.root.uri)));
+                return Err(corrupt(
+                    &key,
+                    format!("root {} is stored twice", twice.root.uri),
+                ));
             }
             let found = gathered.held.len() as u64;
             if found != gathered.header.roots {

@@ -320,11 +320,7 @@ impl Store {
                     SCHEMA_VERSION => Ok(Schema::Current),
                     SCHEMA_WHOLE_WORKSPACES => {
                         guarded("migrating the database", || self.migrate_from_whole())?;
-                        tracing::info!(
-                            from = found,
-                            to = SCHEMA_VERSION,
-                            "migrated the database"
-                        );
+                        tracing::info!(from = found, to = SCHEMA_VERSION, "migrated the database");
                         Ok(Schema::Migrated)
                     }
                     _ => Err(StoreError::UnknownSchema { found }),
