@@ -15,7 +15,7 @@
 //! | `m/revision` | store revision, `u64` big-endian |
 //! | `m/journaled` | present (empty) once a rootsd that keeps a journal has used the database: such a database without its journal is damage, not an earlier rootsd's store to migrate |
 //! | `w/<workspace>` | JSON header of the workspace: `{"revision":…,"roots":…,"next":…}`, its store revision, how many roots its buckets hold, and the sequence number its next root gets |
-//! | `r/<workspace>/<bucket>` | JSON array of `[sequence number, root]` pairs (roots as [`StoredRootV1`]): the workspace's roots whose URI's FNV-1a hash modulo 1,024 is `bucket` (`u16` big-endian), in sequence order |
+//! | `r/<workspace>/<bucket>` | JSON array of `[sequence number, root]` pairs (roots as [`crate::store::model::StoredRootV1`]): the workspace's roots whose URI's FNV-1a hash modulo 1,024 is `bucket` (`u16` big-endian), in sequence order |
 //! | `h/<slot>` | JSON [`HistoryEntryV1`] of the change that made store revision `revision`, where `slot` is `revision` modulo [`HISTORY_ENTRIES`] (`u32` big-endian) |
 //!
 //! The history is a ring of [`HISTORY_ENTRIES`] keys, each change overwriting the entry that
@@ -273,10 +273,13 @@ impl Store {
             }
         };
         remove_leftovers(&dir);
-        {
+        // The rebuilt database's mirror goes with it, so that the next change is not preceded
+        // by a load of the whole database.
+        let mirror = {
             let built = Self::open(&fresh)?;
             built.replace_all(contents)?;
-        }
+            built.mirror().take()
+        };
         wait_until_released(&fresh);
         drop(self);
         wait_until_released(&dir);
@@ -293,7 +296,9 @@ impl Store {
             .and_then(|d| d.sync_all())
             .map_err(io("sync", parent))?;
         remove_leftovers(&dir);
-        Self::reopen_released(&dir)
+        let reopened = Self::reopen_released(&dir)?;
+        *reopened.mirror() = mirror;
+        Ok(reopened)
     }
 
     /// Checks the schema, writing it into a database that has none and migrating one of
