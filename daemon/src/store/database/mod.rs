@@ -691,5 +691,23 @@ pub(crate) fn is_locked(dir: &Path) -> bool {
     })
 }
 
+/// Runs `use_tree` on the tree of the database in `dir`, opened by sled alone (no schema check,
+/// no migration), then flushes and closes it: how the tests write databases of schemas this
+/// rootsd no longer writes, and look at one a failed open left behind.
+#[cfg(test)]
+fn with_raw_tree<T>(dir: &Path, use_tree: impl FnOnce(&sled::Tree) -> T) -> T {
+    let db = sled::Config::new()
+        .path(dir)
+        .open()
+        .expect("open the raw database");
+    let tree = db.open_tree("rootsd").expect("open the raw tree");
+    let result = use_tree(&tree);
+    db.flush().expect("flush the raw database");
+    drop(tree);
+    drop(db);
+    wait_until_released(dir);
+    result
+}
+
 #[cfg(test)]
 mod tests;

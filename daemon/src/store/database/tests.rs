@@ -640,31 +640,27 @@ fn a_damaged_header_or_bucket_is_refused_naming_its_key() {
 /// Writes a schema-1 database into `dir` holding `contents`, byte for byte as the rootsd of
 /// schema 1 wrote it: each workspace one JSON `StoredWorkspaceV1` under `w/<workspace>`.
 fn write_schema_1(dir: &Path, contents: &Contents, extra: &[(&[u8], &[u8])]) {
-    let db = sled::Config::new().path(dir).open().unwrap();
-    let tree = db.open_tree("rootsd").unwrap();
-    tree.insert(SCHEMA_KEY, &1u32.to_be_bytes()).unwrap();
-    tree.insert(REVISION_KEY, &contents.revision.to_be_bytes())
-        .unwrap();
-    tree.insert(JOURNALED_KEY, b"".as_slice()).unwrap();
-    for (name, workspace) in &contents.workspaces {
-        let key = [b"w/".as_slice(), name.as_str().as_bytes()].concat();
-        tree.insert(key, serde_json::to_vec(workspace).unwrap())
+    with_raw_tree(dir, |tree| {
+        tree.insert(SCHEMA_KEY, &1u32.to_be_bytes()).unwrap();
+        tree.insert(REVISION_KEY, &contents.revision.to_be_bytes())
             .unwrap();
-    }
-    for entry in &contents.history {
-        tree.insert(
-            history_key(entry.revision),
-            serde_json::to_vec(entry).unwrap(),
-        )
-        .unwrap();
-    }
-    for (key, value) in extra {
-        tree.insert(key, *value).unwrap();
-    }
-    db.flush().unwrap();
-    drop(tree);
-    drop(db);
-    wait_until_released(dir);
+        tree.insert(JOURNALED_KEY, b"".as_slice()).unwrap();
+        for (name, workspace) in &contents.workspaces {
+            let key = [b"w/".as_slice(), name.as_str().as_bytes()].concat();
+            tree.insert(key, serde_json::to_vec(workspace).unwrap())
+                .unwrap();
+        }
+        for entry in &contents.history {
+            tree.insert(
+                history_key(entry.revision),
+                serde_json::to_vec(entry).unwrap(),
+            )
+            .unwrap();
+        }
+        for (key, value) in extra {
+            tree.insert(key, *value).unwrap();
+        }
+    });
 }
 
 fn schema_of(store: &Store) -> u32 {
@@ -728,20 +724,16 @@ fn a_damaged_schema_1_record_is_refused_and_the_database_left_as_it_was() {
         other => panic!("expected damage at w/broken, got {:?}", other.err()),
     }
     wait_until_released(dir.path());
-    let db = sled::Config::new().path(dir.path()).open().unwrap();
-    let tree = db.open_tree("rootsd").unwrap();
-    assert_eq!(
-        tree.get(SCHEMA_KEY).unwrap().unwrap().as_ref(),
-        1u32.to_be_bytes()
-    );
-    assert!(tree.scan_prefix(BUCKET_PREFIX).next().is_none());
-    // A workspace of schema 1 holding one URI twice cannot be split into buckets faithfully.
-    let twice = br#"{"revision":1,"roots":[{"uri":"file:///a"},{"uri":"file:///a"}]}"#;
-    tree.insert(b"w/broken", twice.as_slice()).unwrap();
-    db.flush().unwrap();
-    drop(tree);
-    drop(db);
-    wait_until_released(dir.path());
+    with_raw_tree(dir.path(), |tree| {
+        assert_eq!(
+            tree.get(SCHEMA_KEY).unwrap().unwrap().as_ref(),
+            1u32.to_be_bytes()
+        );
+        assert!(tree.scan_prefix(BUCKET_PREFIX).next().is_none());
+        // A workspace of schema 1 holding one URI twice cannot be split into buckets faithfully.
+        let twice = br#"{"revision":1,"roots":[{"uri":"file:///a"},{"uri":"file:///a"}]}"#;
+        tree.insert(b"w/broken", twice.as_slice()).unwrap();
+    });
     match Store::open(dir.path()) {
         Err(StoreError::Corrupt { key, reason }) => {
             assert_eq!(key, "w/broken");
