@@ -293,6 +293,7 @@ fn edited(previous: &StoredWorkspaceV1, revision: u64, dice: &mut Dice) -> Store
                 label: "s".into(),
                 pid: 7,
             });
+            roots[k].by_hand = !roots[k].by_hand;
         }
         9 if dice.below(8) == 0 => roots.clear(),
         _ => roots.push(fresh(revision)),
