@@ -15,7 +15,7 @@
 //! | `m/revision` | store revision, `u64` big-endian |
 //! | `m/journaled` | present (empty) once a rootsd that keeps a journal has used the database: such a database without its journal is damage, not an earlier rootsd's store to migrate |
 //! | `w/<workspace>` | JSON header of the workspace: `{"revision":…,"roots":…,"next":…}`, its store revision, how many roots its buckets hold, and the sequence number its next root gets |
-//! | `r/<workspace>/<bucket>` | JSON array of `[sequence number, root]` pairs (roots as [`crate::store::model::StoredRootV1`]): the workspace's roots whose URI's FNV-1a hash modulo 1,024 is `bucket` (`u16` big-endian), in sequence order |
+//! | `r/<workspace>/<bucket>` | JSON array of `[sequence number, root]` pairs (roots as [`crate::store::model::StoredRootV1`]): the workspace's roots whose URI's FNV-1a hash modulo 4,096 is `bucket` (`u16` big-endian), in sequence order |
 //! | `h/<slot>` | JSON [`HistoryEntryV1`] of the change that made store revision `revision`, where `slot` is `revision` modulo [`HISTORY_ENTRIES`] (`u32` big-endian) |
 //!
 //! The history is a ring of [`HISTORY_ENTRIES`] keys, each change overwriting the entry that
@@ -26,7 +26,7 @@
 //! History entries were added without a schema change: a database written before them simply
 //! has none.
 //!
-//! A workspace is a header and its roots spread over up to 1,024 bucket keys ([`layout`]), so
+//! A workspace is a header and its roots spread over up to 4,096 bucket keys ([`layout`]), so
 //! that a change rewrites the buckets of the roots it changed and the header, in proportion to
 //! the change: schema 1 stored a workspace as one JSON [`StoredWorkspaceV1`] under `w/`,
 //! rewritten whole by every change (141 KB a rename at 2,000 roots, and the CPU to encode it on

@@ -476,26 +476,26 @@ fn a_rename_writes_one_bucket_and_the_header_whatever_the_workspaces_size() {
 
 #[test]
 fn a_bucket_lands_where_the_hash_says_in_every_build() {
-    // FNV-1a 64 of the bytes, modulo 1,024: fixed numbers, so that a change of hash (which
+    // FNV-1a 64 of the bytes, modulo 4,096: fixed numbers, so that a change of hash (which
     // would misfile every stored root) fails here rather than as damage at a user's start.
-    assert_eq!(layout::BUCKETS, 1024);
+    assert_eq!(layout::BUCKETS, 4096);
     assert_eq!(
         layout::bucket_of(""),
-        (0xcbf2_9ce4_8422_2325u64 % 1024) as u16
+        (0xcbf2_9ce4_8422_2325u64 % 4096) as u16
     );
     assert_eq!(
         layout::bucket_of("a"),
-        (0xaf63_dc4c_8601_ec8cu64 % 1024) as u16
+        (0xaf63_dc4c_8601_ec8cu64 % 4096) as u16
     );
     assert_eq!(
         layout::bucket_of("foobar"),
-        (0x8594_4171_f739_67e8u64 % 1024) as u16
+        (0x8594_4171_f739_67e8u64 % 4096) as u16
     );
     let key = layout::bucket_key(&ws("w-1"), 0x0102);
     assert_eq!(key, b"r/w-1/\x01\x02");
     assert_eq!(layout::parse_bucket_key(&key), Some(("w-1", 0x0102)));
     assert_eq!(
-        layout::parse_bucket_key(b"r/w/\x04\x00"),
+        layout::parse_bucket_key(b"r/w/\x10\x00"),
         None,
         "past the last bucket"
     );
@@ -570,7 +570,10 @@ fn a_damaged_header_or_bucket_is_refused_naming_its_key() {
     );
     restore();
     // A root misfiled in another bucket (and so one bucket short).
-    let elsewhere = layout::bucket_key(&ws("w"), (layout::bucket_of("file:///a") + 1) % 1024);
+    let elsewhere = layout::bucket_key(
+        &ws("w"),
+        (layout::bucket_of("file:///a") + 1) % layout::BUCKETS,
+    );
     tree.insert(&elsewhere, a_bucket.clone()).unwrap();
     refused(
         &store,
