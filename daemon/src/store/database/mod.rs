@@ -367,11 +367,14 @@ impl Store {
     }
 
     fn mirror(&self) -> MutexGuard<'_, Option<Mirror>> {
-        // The mirror is replaced whole or not at all, so a panic elsewhere cannot leave it
-        // half-updated in a way that matters: a failed batch drops it anyway.
-        self.mirror
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.mirror.lock().unwrap_or_else(|poisoned| {
+            // A panic while the mirror was being moved on may have left it half-way: it goes,
+            // and the next apply reads it from the database again.
+            let mut mirror = poisoned.into_inner();
+            *mirror = None;
+            self.mirror.clear_poison();
+            mirror
+        })
     }
 
     /// Whether a rootsd that keeps a journal has used this database ([`Store::mark_journaled`]),

@@ -746,3 +746,27 @@ fn a_damaged_schema_1_record_is_refused_and_the_database_left_as_it_was() {
         other => panic!("expected damage at w/broken, got {:?}", other.err()),
     }
 }
+
+#[test]
+fn a_panic_while_the_mirror_is_held_drops_it_and_the_next_apply_reads_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut contents) = three_roots(dir.path());
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        let _held = store.mirror();
+        panic!("a bug while the mirror is moved on");
+    }));
+    assert!(panicked.is_err());
+    assert!(store.mirror.is_poisoned());
+    assert!(
+        store.mirror().is_none(),
+        "a mirror a panic may have cut short is not trusted"
+    );
+    assert!(!store.mirror.is_poisoned());
+    let mut state = contents.workspaces[&ws("w")].clone();
+    state.revision = 2;
+    state.roots[1].name = Some("renamed".into());
+    let rename = change_to("w", state);
+    contents.apply(&rename);
+    store.apply(&[rename], &contents).unwrap();
+    assert_eq!(store.load().unwrap(), contents);
+}
