@@ -14,7 +14,8 @@
 //! | `m/schema` | schema version, `u32` big-endian |
 //! | `m/revision` | store revision, `u64` big-endian |
 //! | `m/journaled` | present (empty) once a rootsd that keeps a journal has used the database: such a database without its journal is damage, not an earlier rootsd's store to migrate |
-//! | `w/<workspace>` | JSON [`StoredWorkspaceV1`] |
+//! | `w/<workspace>` | JSON header of the workspace: `{"revision":…,"roots":…,"next":…}`, its store revision, how many roots its buckets hold, and the sequence number its next root gets |
+//! | `r/<workspace>/<bucket>` | JSON array of `[sequence number, root]` pairs (roots as [`crate::store::model::StoredRootV1`]): the workspace's roots whose URI's FNV-1a hash modulo 4,096 is `bucket` (`u16` big-endian), in sequence order |
 //! | `h/<slot>` | JSON [`HistoryEntryV1`] of the change that made store revision `revision`, where `slot` is `revision` modulo [`HISTORY_ENTRIES`] (`u32` big-endian) |
 //!
 //! The history is a ring of [`HISTORY_ENTRIES`] keys, each change overwriting the entry that
@@ -24,6 +25,19 @@
 //! none in 12 with the ring, as with the workspaces' keys, which are overwritten in place too).
 //! History entries were added without a schema change: a database written before them simply
 //! has none.
+//!
+//! A workspace is a header and its roots spread over up to 4,096 bucket keys ([`layout`]), so
+//! that a change rewrites the buckets of the roots it changed and the header, in proportion to
+//! the change: schema 1 stored a workspace as one JSON [`StoredWorkspaceV1`] under `w/`,
+//! rewritten whole by every change (141 KB a rename at 2,000 roots, and the CPU to encode it on
+//! the commit thread). Which buckets a change touched is found without reading the database or
+//! the previous state, by walking the new state against an in-memory [`mirror`] of what is
+//! stored. Bucket keys are created as roots first need them and then overwritten in place, an
+//! emptied bucket holding an empty array, for the same reason as the ring. The roots' order is
+//! their sequence numbers' (buckets scatter them), and the header says how many roots there are
+//! and which numbers were given out, so that a lost, extra or misfiled root is damage
+//! ([`StoreError::Corrupt`], naming the key), never a workspace served short. A schema-1
+//! database is migrated when opened, in one batch, then checkpointed.
 //!
 //! The stored types are separate from the wire types on purpose: the wire may grow without
 //! forcing a migration, and a migration never changes the wire.
@@ -35,25 +49,33 @@
 //! [`StoreError::Panicked`], so that a failure in sled is an error like any other for the
 //! commit thread and for start-up, never the end of the thread that made the call.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use rootsd_proto::WorkspaceName;
 
 use crate::limits::HISTORY_ENTRIES;
 use crate::store::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
 
+mod layout;
+mod mirror;
+
+use layout::{BUCKET_PREFIX, HeaderV2, WORKSPACE_PREFIX};
+use mirror::{Assembly, Mirror, Writes};
+
 const SCHEMA_KEY: &[u8] = b"m/schema";
 const REVISION_KEY: &[u8] = b"m/revision";
 const JOURNALED_KEY: &[u8] = b"m/journaled";
-const WORKSPACE_PREFIX: &[u8] = b"w/";
 const HISTORY_PREFIX: &[u8] = b"h/";
 /// How long sled may take to let go of a database's lock after its last handle is dropped
 /// (it releases it from a background thread): longer is a lock someone else holds.
 const RELEASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The schema this rootsd reads and writes.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
+/// The schema before workspaces were split into buckets: migrated when opened.
+const SCHEMA_WHOLE_WORKSPACES: u32 = 1;
 
 /// Failures of the store, defined here beside sled's opaque error they wrap. Messages read after "failed to …".
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +85,7 @@ pub enum StoreError {
     #[error("failed to read or write the database: {0}")]
     Db(#[from] DbError),
     #[error(
-        "the database has schema version {found}, but this rootsd understands only {}: run a newer rootsd",
+        "the database has schema version {found}, but this rootsd understands only versions 1 to {}: run a newer rootsd",
         SCHEMA_VERSION
     )]
     UnknownSchema { found: u32 },
@@ -110,6 +132,9 @@ pub struct Store {
     dir: PathBuf,
     /// Whether the database had no schema when it was opened: new, or emptied.
     fresh: bool,
+    /// What the database holds of the roots, once a load or a rewrite has said; `None` before,
+    /// and after a batch failed, when [`Store::apply`] reads it from the database again.
+    mirror: Mutex<Option<Mirror>>,
 }
 
 struct Handles {
@@ -180,10 +205,13 @@ impl Store {
             handles: Some(handles),
             dir: dir.to_owned(),
             fresh: false,
+            mirror: Mutex::new(None),
         };
-        store.fresh = store.check_schema()?;
-        if !existed {
-            // sled created the directory and its files: make their names durable too.
+        let found = store.check_schema()?;
+        store.fresh = found == Schema::Fresh;
+        if !existed || found == Schema::Migrated {
+            // sled created the directory and its files, or a migration rewrote the roots: make
+            // them durable now (the journal holds changes, not a migration).
             store.checkpoint()?;
         }
         Ok(store)
@@ -245,10 +273,13 @@ impl Store {
             }
         };
         remove_leftovers(&dir);
-        {
+        // The rebuilt database's mirror goes with it, so that the next change is not preceded
+        // by a load of the whole database.
+        let mirror = {
             let built = Self::open(&fresh)?;
             built.replace_all(contents)?;
-        }
+            built.mirror().take()
+        };
         wait_until_released(&fresh);
         drop(self);
         wait_until_released(&dir);
@@ -265,12 +296,14 @@ impl Store {
             .and_then(|d| d.sync_all())
             .map_err(io("sync", parent))?;
         remove_leftovers(&dir);
-        Self::reopen_released(&dir)
+        let reopened = Self::reopen_released(&dir)?;
+        *reopened.mirror() = mirror;
+        Ok(reopened)
     }
 
-    /// Checks the schema, writing it into a database that has none. Returns whether it had
-    /// none.
-    fn check_schema(&self) -> Result<bool, StoreError> {
+    /// Checks the schema, writing it into a database that has none and migrating one of
+    /// schema 1.
+    fn check_schema(&self) -> Result<Schema, StoreError> {
         let found = guarded("reading the schema", || Ok(self.tree().get(SCHEMA_KEY)?))?;
         match found {
             None => {
@@ -279,7 +312,7 @@ impl Store {
                         .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
                     Ok(())
                 })?;
-                Ok(true)
+                Ok(Schema::Fresh)
             }
             Some(bytes) => {
                 let found = <[u8; 4]>::try_from(bytes.as_ref())
@@ -288,13 +321,60 @@ impl Store {
                         key: "m/schema".into(),
                         reason: format!("expected 4 bytes, found {}", bytes.len()),
                     })?;
-                if found == SCHEMA_VERSION {
-                    Ok(false)
-                } else {
-                    Err(StoreError::UnknownSchema { found })
+                match found {
+                    SCHEMA_VERSION => Ok(Schema::Current),
+                    SCHEMA_WHOLE_WORKSPACES => {
+                        guarded("migrating the database", || self.migrate_from_whole())?;
+                        tracing::info!(from = found, to = SCHEMA_VERSION, "migrated the database");
+                        Ok(Schema::Migrated)
+                    }
+                    _ => Err(StoreError::UnknownSchema { found }),
                 }
             }
         }
+    }
+
+    /// Rewrites a schema-1 database's workspaces (each one JSON [`StoredWorkspaceV1`] under
+    /// `w/`) as headers and buckets, with the new schema, in one atomic batch: a crash leaves
+    /// either the old database or the new one. A record that does not parse is refused as
+    /// damage, and the database is left as it was.
+    fn migrate_from_whole(&self) -> Result<(), StoreError> {
+        let mut workspaces = BTreeMap::new();
+        for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
+            let (key, value) = item?;
+            let key_text = String::from_utf8_lossy(&key).into_owned();
+            let corrupt = |reason: String| StoreError::Corrupt {
+                key: key_text.clone(),
+                reason,
+            };
+            let name = workspace_name(&key).map_err(&corrupt)?;
+            let workspace: StoredWorkspaceV1 =
+                serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
+            let mut uris = HashSet::with_capacity(workspace.roots.len());
+            if let Some(twice) = workspace.roots.iter().find(|r| !uris.insert(&r.uri)) {
+                return Err(corrupt(format!("root {} is stored twice", twice.uri)));
+            }
+            workspaces.insert(name, workspace);
+        }
+        let (_, writes) = Mirror::of(&workspaces);
+        let mut batch = sled::Batch::default();
+        for (key, value) in writes {
+            batch.insert(key, value);
+        }
+        batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
+        self.tree().apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn mirror(&self) -> MutexGuard<'_, Option<Mirror>> {
+        self.mirror.lock().unwrap_or_else(|poisoned| {
+            // A panic while the mirror was being moved on may have left it half-way: it goes,
+            // and the next apply reads it from the database again.
+            let mut mirror = poisoned.into_inner();
+            *mirror = None;
+            self.mirror.clear_poison();
+            mirror
+        })
     }
 
     /// Whether a rootsd that keeps a journal has used this database ([`Store::mark_journaled`]),
@@ -316,10 +396,12 @@ impl Store {
 
     /// Reads the whole store.
     pub fn load(&self) -> Result<Contents, StoreError> {
-        guarded("reading the database", || self.load_unguarded())
+        let (contents, mirror) = guarded("reading the database", || self.load_unguarded())?;
+        *self.mirror() = Some(mirror);
+        Ok(contents)
     }
 
-    fn load_unguarded(&self) -> Result<Contents, StoreError> {
+    fn load_unguarded(&self) -> Result<(Contents, Mirror), StoreError> {
         let revision = match self.tree().get(REVISION_KEY)? {
             None => 0,
             Some(bytes) => <[u8; 8]>::try_from(bytes.as_ref())
@@ -329,7 +411,7 @@ impl Store {
                     reason: format!("expected 8 bytes, found {}", bytes.len()),
                 })?,
         };
-        let mut workspaces = BTreeMap::new();
+        let mut assembly = Assembly::default();
         for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
             let (key, value) = item?;
             let key_text = String::from_utf8_lossy(&key).into_owned();
@@ -337,13 +419,29 @@ impl Store {
                 key: key_text.clone(),
                 reason,
             };
-            let name = std::str::from_utf8(&key[WORKSPACE_PREFIX.len()..])
-                .map_err(|e| corrupt(e.to_string()))
-                .and_then(|n| WorkspaceName::new(n).map_err(|e| corrupt(e.to_string())))?;
-            let workspace: StoredWorkspaceV1 =
-                serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
-            workspaces.insert(name, std::sync::Arc::new(workspace));
+            let name = workspace_name(&key).map_err(&corrupt)?;
+            let header: HeaderV2 = serde_json::from_slice(&value)
+                .map_err(|e| corrupt(format!("the workspace's header does not parse: {e}")))?;
+            assembly.header(name, header);
         }
+        for item in self.tree().scan_prefix(BUCKET_PREFIX) {
+            let (key, value) = item?;
+            let key_text = layout::describe_key(&key);
+            let corrupt = |reason: String| StoreError::Corrupt {
+                key: key_text.clone(),
+                reason,
+            };
+            let (name, bucket) = layout::parse_bucket_key(&key).ok_or_else(|| {
+                corrupt(format!(
+                    "a bucket's key is r/<workspace>/ and a bucket below {} as u16 big-endian",
+                    layout::BUCKETS
+                ))
+            })?;
+            let roots = layout::decode_bucket(&value)
+                .map_err(|e| corrupt(format!("the bucket does not parse: {e}")))?;
+            assembly.bucket(&key_text, name, bucket, roots)?;
+        }
+        let (workspaces, mirror) = assembly.finish()?;
         let mut history = Vec::new();
         for item in self.tree().scan_prefix(HISTORY_PREFIX) {
             let (key, value) = item?;
@@ -370,70 +468,125 @@ impl Store {
         // finds it.
         history.sort_by_key(|entry| entry.revision);
         let history = VecDeque::from(history);
-        Ok(Contents {
+        let contents = Contents {
             revision,
             workspaces,
             history,
-        })
+        };
+        Ok((contents, mirror))
     }
 
     /// Applies `changes`, in order, as one atomic batch, with their history entries from
     /// `after` (the contents once they are applied), each in the slot of the entry it pushes
     /// out of the window. Durable only after a checkpoint: the journal holds them until then.
     pub fn apply(&self, changes: &[Change], after: &Contents) -> Result<(), StoreError> {
+        let mut mirror = self.mirror();
+        let writes = self.writes_of(&mut mirror, changes, after)?;
+        self.write_batch(&mut mirror, writes)
+    }
+
+    /// The keys and values that apply `changes` (see [`Store::apply`]), with the mirror moved
+    /// on to them; read from the database first if no load or rewrite has built it yet.
+    fn writes_of(
+        &self,
+        mirror: &mut Option<Mirror>,
+        changes: &[Change],
+        after: &Contents,
+    ) -> Result<Writes, StoreError> {
         let (Some(first), Some(last)) = (changes.first(), changes.last()) else {
-            return Ok(());
+            return Ok(Writes::new());
         };
-        let mut batch = sled::Batch::default();
+        let mirror = match mirror {
+            Some(mirror) => mirror,
+            None => {
+                let (_, read) = guarded("reading the database", || self.load_unguarded())?;
+                mirror.insert(read)
+            }
+        };
+        let mut writes = Writes::new();
         // Each workspace is written once, as the batch's last change left it: a burst of
-        // changes to one workspace would otherwise encode (and sled write) it once per change.
-        let mut written = std::collections::HashSet::new();
+        // changes to one workspace writes each bucket it touched once.
+        let mut written = HashSet::new();
         for change in changes.iter().rev() {
             if written.insert(&change.workspace) {
-                batch.insert(workspace_key(&change.workspace), encode(&change.state));
+                mirror.write(&change.workspace, &change.state, &mut writes);
             }
         }
-        batch.insert(REVISION_KEY, &last.revision.to_be_bytes());
+        writes.push((REVISION_KEY.to_vec(), last.revision.to_be_bytes().to_vec()));
         let new = after
             .history
             .iter()
             .rev()
             .take_while(|entry| entry.revision >= first.revision);
         for entry in new {
-            batch.insert(history_key(entry.revision), encode_entry(entry));
+            writes.push((history_key(entry.revision), encode_entry(entry)));
         }
-        guarded("applying changes to the database", || {
+        Ok(writes)
+    }
+
+    /// Writes `writes` as one atomic batch. If that fails, the database may not hold what the
+    /// mirror says, so the mirror goes, to be read again by the next [`Store::apply`].
+    fn write_batch(&self, mirror: &mut Option<Mirror>, writes: Writes) -> Result<(), StoreError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        for (key, value) in writes {
+            batch.insert(key, value);
+        }
+        let written = guarded("applying changes to the database", || {
             Ok(self.tree().apply_batch(batch)?)
-        })
+        });
+        if written.is_err() {
+            *mirror = None;
+        }
+        written
     }
 
     /// Makes the database hold exactly `contents`, as one atomic batch, and checkpoints it.
     pub fn replace_all(&self, contents: &Contents) -> Result<(), StoreError> {
-        guarded("rewriting the database", || {
+        let mut mirror = self.mirror();
+        // Until the batch is in, the database holds neither the old mirror's state for sure
+        // nor the new one's.
+        *mirror = None;
+        let built = guarded("rewriting the database", || {
             self.replace_all_unguarded(contents)
         })?;
+        *mirror = Some(built);
+        drop(mirror);
         self.checkpoint()
     }
 
-    fn replace_all_unguarded(&self, contents: &Contents) -> Result<(), StoreError> {
+    fn replace_all_unguarded(&self, contents: &Contents) -> Result<Mirror, StoreError> {
+        let (mirror, mut writes) = Mirror::of(
+            contents
+                .workspaces
+                .iter()
+                .map(|(name, workspace)| (name, &**workspace)),
+        );
+        for entry in &contents.history {
+            writes.push((history_key(entry.revision), encode_entry(entry)));
+        }
         let mut batch = sled::Batch::default();
-        for prefix in [WORKSPACE_PREFIX, HISTORY_PREFIX] {
+        // Only keys the new contents do not overwrite are removed: fewer removals beside the
+        // inserts (see the module doc on sled's deadlock), and fewer bytes.
+        let kept: HashSet<&[u8]> = writes.iter().map(|(key, _)| key.as_slice()).collect();
+        for prefix in [WORKSPACE_PREFIX, BUCKET_PREFIX, HISTORY_PREFIX] {
             for item in self.tree().scan_prefix(prefix) {
                 let (key, _) = item?;
-                batch.remove(key);
+                if !kept.contains(key.as_ref()) {
+                    batch.remove(key);
+                }
             }
         }
-        for (name, workspace) in &contents.workspaces {
-            batch.insert(workspace_key(name), encode(workspace));
-        }
-        for entry in &contents.history {
-            batch.insert(history_key(entry.revision), encode_entry(entry));
+        for (key, value) in writes {
+            batch.insert(key, value);
         }
         batch.insert(REVISION_KEY, &contents.revision.to_be_bytes());
         batch.insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes());
         batch.insert(JOURNALED_KEY, b"".as_slice());
         self.tree().apply_batch(batch)?;
-        Ok(())
+        Ok(mirror)
     }
 
     /// Makes everything applied so far durable: sled's flush, then `fdatasync` of every file in
@@ -470,14 +623,20 @@ impl Store {
     }
 }
 
-fn workspace_key(workspace: &WorkspaceName) -> Vec<u8> {
-    let mut key = WORKSPACE_PREFIX.to_vec();
-    key.extend_from_slice(workspace.as_str().as_bytes());
-    key
+/// What [`Store::check_schema`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Schema {
+    /// No schema: a new database, or one whose contents were lost. It has this rootsd's now.
+    Fresh,
+    Current,
+    /// Schema 1, now migrated to this rootsd's.
+    Migrated,
 }
 
-fn encode(workspace: &StoredWorkspaceV1) -> Vec<u8> {
-    serde_json::to_vec(workspace).expect("stored types always serialise")
+/// The workspace named by a key under [`WORKSPACE_PREFIX`], or why it names none.
+fn workspace_name(key: &[u8]) -> Result<WorkspaceName, String> {
+    let name = std::str::from_utf8(&key[WORKSPACE_PREFIX.len()..]).map_err(|e| e.to_string())?;
+    WorkspaceName::new(name).map_err(|e| e.to_string())
 }
 
 /// The ring slot of the history entry of `revision`.
@@ -538,6 +697,24 @@ pub(crate) fn is_locked(dir: &Path) -> bool {
     std::fs::File::open(dir.join("db")).is_ok_and(|file| {
         flock(&file, FlockOperation::NonBlockingLockExclusive) == Err(rustix::io::Errno::WOULDBLOCK)
     })
+}
+
+/// Runs `use_tree` on the tree of the database in `dir`, opened by sled alone (no schema check,
+/// no migration), then flushes and closes it: how the tests write databases of schemas this
+/// rootsd no longer writes, and look at one a failed open left behind.
+#[cfg(test)]
+fn with_raw_tree<T>(dir: &Path, use_tree: impl FnOnce(&sled::Tree) -> T) -> T {
+    let db = sled::Config::new()
+        .path(dir)
+        .open()
+        .expect("open the raw database");
+    let tree = db.open_tree("rootsd").expect("open the raw tree");
+    let result = use_tree(&tree);
+    db.flush().expect("flush the raw database");
+    drop(tree);
+    drop(db);
+    wait_until_released(dir);
+    result
 }
 
 #[cfg(test)]
