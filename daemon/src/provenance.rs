@@ -71,29 +71,29 @@ pub fn plan_publish(
     let mut next = StoredWorkspaceV1::clone(&current);
     for stored in &mut next.roots {
         if !roots.iter().any(|r| *r.uri == *stored.uri) {
-            stored.published_by.retain(|p| p.session != me.session);
+            withdraw_from(stored, me.session);
         }
     }
-    next.roots.retain(StoredRootV1::is_held);
+    next.roots.retain(|r| r.is_held());
     for root in roots {
         match next.roots.iter_mut().find(|r| *r.uri == *root.uri) {
             Some(stored) => {
                 if !stored.published_by.iter().any(|p| p.session == me.session) {
-                    stored.published_by.push(me.clone());
+                    Arc::make_mut(stored).published_by.push(me.clone());
                 }
                 if !stored.by_hand
                     && stored.published_by.len() == 1
                     && stored.name.as_deref() != root.name.as_deref()
                 {
-                    stored.name = root.name.as_deref().map(Arc::from);
+                    Arc::make_mut(stored).name = root.name.as_deref().map(Arc::from);
                 }
             }
-            None => next.roots.push(StoredRootV1 {
+            None => next.roots.push(Arc::new(StoredRootV1 {
                 uri: root.uri.as_str().into(),
                 name: root.name.as_deref().map(Arc::from),
                 by_hand: false,
                 published_by: vec![me.clone()],
-            }),
+            })),
         }
     }
     let result = |revision| PublishResult {
@@ -128,15 +128,25 @@ pub fn plan_withdraw(
         .unwrap_or_default();
     let mut next = StoredWorkspaceV1::clone(&current);
     for stored in &mut next.roots {
-        stored.published_by.retain(|p| p.session != me.session);
+        withdraw_from(stored, me.session);
     }
-    next.roots.retain(StoredRootV1::is_held);
+    next.roots.retain(|r| r.is_held());
     match next_change(pending, workspace, &current, next, origin) {
         Some(change) => Plan::Write(change, ()),
         None => Plan::Unchanged {
             revision: current.revision,
             reply: (),
         },
+    }
+}
+
+/// Takes `session` off the publishers of `stored`, copying the root only if it was one: the
+/// roots it did not publish stay shared with the state before.
+fn withdraw_from(stored: &mut Arc<StoredRootV1>, session: u64) {
+    if stored.published_by.iter().any(|p| p.session == session) {
+        Arc::make_mut(stored)
+            .published_by
+            .retain(|p| p.session != session);
     }
 }
 
@@ -250,7 +260,7 @@ mod tests {
         let state = contents.workspaces.entry(ws()).or_default();
         Arc::make_mut(state)
             .roots
-            .extend(roots(uris).iter().map(StoredRootV1::from));
+            .extend(roots(uris).iter().map(|r| Arc::new(StoredRootV1::from(r))));
     }
 
     #[test]
@@ -354,7 +364,10 @@ mod tests {
         assert_eq!(withdrawn.len(), 1);
         let (name, state) = &withdrawn[0];
         assert_eq!(name, &ws());
-        assert_eq!(state.roots, vec![StoredRootV1::from(&roots(&["mine"])[0])]);
+        assert_eq!(
+            state.roots,
+            vec![Arc::new(StoredRootV1::from(&roots(&["mine"])[0]))]
+        );
         assert!(Contents::default().without_sessions().is_empty());
     }
 

@@ -162,7 +162,7 @@ fn fits_measured(
 /// The bytes `workspace`'s roots take in a `roots.list` answer, as serde_json writes them: the
 /// brackets, a comma between roots, and each root.
 pub fn listing_bytes(workspace: &StoredWorkspaceV1) -> usize {
-    let roots: usize = workspace.roots.iter().map(root_bytes).sum();
+    let roots: usize = workspace.roots.iter().map(|r| root_bytes(r)).sum();
     2 + roots + workspace.roots.len().saturating_sub(1)
 }
 
@@ -186,7 +186,7 @@ fn listing_bytes_after(
     bytes: usize,
     next: &StoredWorkspaceV1,
 ) -> usize {
-    let before: &[StoredRootV1] = current.map_or(&[], |w| &w.roots);
+    let before: &[Arc<StoredRootV1>] = current.map_or(&[], |w| &w.roots);
     let after = &next.roots;
     // The roots' own bytes, without brackets and commas.
     // Saturating, so that a size recorded wrongly can make a bound misjudge, never panic.
@@ -203,8 +203,8 @@ fn listing_bytes_after(
         }
         i += 1;
     }
-    roots = roots.saturating_sub(before[i..].iter().map(root_bytes).sum::<usize>());
-    roots += after[j..].iter().map(root_bytes).sum::<usize>();
+    roots = roots.saturating_sub(before[i..].iter().map(|r| root_bytes(r)).sum::<usize>());
+    roots += after[j..].iter().map(|r| root_bytes(r)).sum::<usize>();
     2 + roots + after.len().saturating_sub(1)
 }
 
@@ -230,11 +230,13 @@ mod tests {
         StoredWorkspaceV1 {
             revision: 1,
             roots: (0..roots)
-                .map(|i| StoredRootV1 {
-                    uri: format!("file:///r{i}").into(),
-                    name: Some("n".repeat(name_bytes).into()),
-                    by_hand: true,
-                    published_by: Vec::new(),
+                .map(|i| {
+                    Arc::new(StoredRootV1 {
+                        uri: format!("file:///r{i}").into(),
+                        name: Some("n".repeat(name_bytes).into()),
+                        by_hand: true,
+                        published_by: Vec::new(),
+                    })
                 })
                 .collect(),
         }
@@ -247,7 +249,7 @@ mod tests {
             .roots
             .iter()
             .map(|r| ListedRoot {
-                root: Root::from(r),
+                root: Root::from(&**r),
                 origin: provenance::origins(r),
             })
             .collect();
@@ -268,14 +270,14 @@ mod tests {
             workspace(0, 0),
             {
                 let mut renamed = workspace(6, 3);
-                renamed.roots[2].name = Some("a longer name".into());
-                renamed.roots[4]
-                    .published_by
-                    .push(crate::store::StoredPublisherV1 {
+                Arc::make_mut(&mut renamed.roots[2]).name = Some("a longer name".into());
+                Arc::make_mut(&mut renamed.roots[4]).published_by.push(
+                    crate::store::StoredPublisherV1 {
                         session: 3,
                         label: "s".to_owned(),
                         pid: 1,
-                    });
+                    },
+                );
                 renamed
             },
             {

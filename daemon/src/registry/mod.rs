@@ -262,7 +262,7 @@ impl Registry {
                     w.roots
                         .iter()
                         .map(|r| ListedRoot {
-                            root: Root::from(r),
+                            root: Root::from(&**r),
                             origin: provenance::origins(r),
                         })
                         .collect()
@@ -736,7 +736,7 @@ fn snapshot_of(workspace: &WorkspaceName, state: &StoredWorkspaceV1) -> RootsSna
     RootsSnapshot {
         workspace: workspace.clone(),
         revision: state.revision,
-        roots: state.roots.iter().map(Root::from).collect(),
+        roots: state.roots.iter().map(|r| Root::from(&**r)).collect(),
     }
 }
 

@@ -34,17 +34,20 @@ pub(super) fn plan_add(
         match next.roots.iter_mut().find(|r| *r.uri == *uri) {
             Some(existing) => {
                 // A root that only sessions publish becomes the user's too: it stays when they
-                // end.
+                // end. Only a root this changes is copied out of the state it shares with the
+                // pending one.
                 let adopted = !existing.by_hand;
-                existing.by_hand = true;
+                if adopted {
+                    Arc::make_mut(existing).by_hand = true;
+                }
                 if name.is_some() && existing.name.as_deref() != name.as_deref() {
-                    existing.name = name.as_deref().map(Arc::from);
-                    result.renamed.push(Root::from(&*existing));
+                    Arc::make_mut(existing).name = name.as_deref().map(Arc::from);
+                    result.renamed.push(Root::from(&**existing));
                 } else if !adopted {
-                    result.unchanged.push(Root::from(&*existing));
+                    result.unchanged.push(Root::from(&**existing));
                 }
                 if adopted {
-                    result.adopted.push(Root::from(&*existing));
+                    result.adopted.push(Root::from(&**existing));
                 }
             }
             None => {
@@ -53,7 +56,7 @@ pub(super) fn plan_add(
                     uri,
                     name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
                 };
-                next.roots.push(StoredRootV1::from(&root));
+                next.roots.push(Arc::new(StoredRootV1::from(&root)));
                 result.added.push(root);
             }
         }
@@ -87,7 +90,7 @@ pub(super) fn plan_remove(
     let mut result = empty_result(workspace);
     result.removed = doomed
         .iter()
-        .map(|&i| Root::from(&current.roots[i]))
+        .map(|&i| Root::from(&*current.roots[i]))
         .collect();
     let declines: Vec<Decline> = doomed
         .iter()
@@ -164,7 +167,7 @@ fn empty_result(workspace: &WorkspaceName) -> ChangeResult {
 
 /// Finds the root a removal target names: by URI first, then by display name.
 fn find_target(
-    roots: &[StoredRootV1],
+    roots: &[Arc<StoredRootV1>],
     target: &RemoveTarget,
     workspace: &WorkspaceName,
 ) -> Result<usize, RequestError> {

@@ -625,12 +625,12 @@ mod tests {
             workspace: rootsd_proto::WorkspaceName::new("w").unwrap(),
             state: StoredWorkspaceV1 {
                 revision,
-                roots: vec![StoredRootV1 {
+                roots: vec![Arc::new(StoredRootV1 {
                     uri: format!("file:///r{revision}").into(),
                     name: None,
                     by_hand: true,
                     published_by: Vec::new(),
-                }],
+                })],
             }
             .into(),
             origin: None,

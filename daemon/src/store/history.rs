@@ -28,7 +28,7 @@ use crate::store::model::{
 /// [`HISTORY_ENTRY_ROOT_BYTES`] are listed; the rest are counted in `omitted`.
 pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<HistoryEntryV1> {
     let origin = change.origin.clone()?;
-    let before: &[StoredRootV1] = previous.map_or(&[], |w| &w.roots);
+    let before: &[Arc<StoredRootV1>] = previous.map_or(&[], |w| &w.roots);
     let after = &change.state.roots;
     // One walk over both lists pairs the roots they hold in the same order (`kept`: which old
     // roots found their new one), without hashing every URI of a large workspace on every
@@ -78,7 +78,9 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
             unpaired.get(&*root.uri).copied()
         };
         match old_name {
-            None if fits(root.uri.len() + text_len(&root.name)) => entry.added.push(root.clone()),
+            None if fits(root.uri.len() + text_len(&root.name)) => {
+                entry.added.push(StoredRootV1::clone(root));
+            }
             None => entry.omitted.added += 1,
             Some(previous_name) if !same_name(previous_name, &root.name) => {
                 let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
@@ -103,7 +105,7 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
         .map(|(root, _)| root);
     for root in gone {
         if fits(root.uri.len() + text_len(&root.name)) {
-            entry.removed.push(root.clone());
+            entry.removed.push(StoredRootV1::clone(root));
         } else {
             entry.omitted.removed += 1;
         }
@@ -283,11 +285,19 @@ mod tests {
         }))
     }
 
+    fn shared(roots: Vec<StoredRootV1>) -> Vec<Arc<StoredRootV1>> {
+        roots.into_iter().map(Arc::new).collect()
+    }
+
     fn change(revision: u64, workspace: &str, roots: Vec<StoredRootV1>) -> Change {
         Change {
             revision,
             workspace: ws(workspace),
-            state: StoredWorkspaceV1 { revision, roots }.into(),
+            state: StoredWorkspaceV1 {
+                revision,
+                roots: shared(roots),
+            }
+            .into(),
             origin: by(1000),
             time_unix_ms: 1_796_000_000_000 + revision,
         }
@@ -297,12 +307,12 @@ mod tests {
     fn an_entry_lists_what_was_added_renamed_and_removed_in_order() {
         let before = StoredWorkspaceV1 {
             revision: 3,
-            roots: vec![
+            roots: shared(vec![
                 root("file:///a", Some("a")),
                 root("file:///b", Some("b")),
                 root("file:///c", None),
                 root("file:///d", Some("d")),
-            ],
+            ]),
         };
         let next = change(
             4,
@@ -349,7 +359,8 @@ mod tests {
     #[test]
     fn a_first_change_adds_everything_and_a_change_without_origin_has_no_entry() {
         let first = change(1, "w", vec![root("file:///a", None)]);
-        assert_eq!(entry(None, &first).unwrap().added, first.state.roots);
+        let added: Vec<StoredRootV1> = first.state.roots.iter().map(|r| (**r).clone()).collect();
+        assert_eq!(entry(None, &first).unwrap().added, added);
         let old = Change {
             origin: None,
             ..first
@@ -369,7 +380,10 @@ mod tests {
         assert_eq!(added.added.len(), listed);
         assert_eq!(added.added[..], roots[..listed]);
         assert_eq!(added.omitted.added, 40 - listed);
-        let before = StoredWorkspaceV1 { revision: 1, roots };
+        let before = StoredWorkspaceV1 {
+            revision: 1,
+            roots: shared(roots),
+        };
         let removed = entry(Some(&before), &change(2, "w", Vec::new())).unwrap();
         assert_eq!(
             (removed.removed.len(), removed.omitted.removed),

@@ -18,17 +18,19 @@ use serde::{Deserialize, Serialize};
 pub struct StoredWorkspaceV1 {
     /// The store revision of the last change to this workspace.
     pub revision: u64,
-    pub roots: Vec<StoredRootV1>,
+    /// Each root shared (`Arc`): a change copies its workspace's list to make the next state,
+    /// and a copy that shares the roots costs one reference count per root (and a list an eighth
+    /// the size) instead of a copy of each root; a root a change did not touch is the same
+    /// allocation in both states, which the walks comparing them see at once.
+    pub roots: Vec<Arc<StoredRootV1>>,
 }
 
 /// One root as stored, with who holds it: the user, sessions that publish their host's roots
 /// (`rootsctl proxy --host-roots publish`), or both. A root nobody holds is not stored.
 ///
-/// The texts are shared (`Arc<str>`): every change copies its workspace's list (the plan, the
-/// pending and the committed states, the published snapshot), and a copy that shares them costs
-/// two reference counts per root instead of two allocations and their bytes, and compares equal
-/// by pointer. So a change to one root of a large workspace costs little more than one to a
-/// small one.
+/// The texts are shared (`Arc<str>`), so that the copies a change makes of the roots it touches
+/// (out of the list its workspace shares with the state before, and into its history entry)
+/// copy no text, and compare equal by pointer.
 #[derive(Debug, Eq, Serialize, Deserialize)]
 pub struct StoredRootV1 {
     pub uri: Arc<str>,
@@ -311,9 +313,11 @@ impl Contents {
             .map(|(name, ws)| {
                 let mut state = StoredWorkspaceV1::clone(ws);
                 for root in &mut state.roots {
-                    root.published_by.clear();
+                    if !root.published_by.is_empty() {
+                        Arc::make_mut(root).published_by.clear();
+                    }
                 }
-                state.roots.retain(StoredRootV1::is_held);
+                state.roots.retain(|r| r.is_held());
                 (name.clone(), state)
             })
             .collect()

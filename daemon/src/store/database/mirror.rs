@@ -42,7 +42,8 @@ struct Shelf {
 struct Held {
     seq: u64,
     bucket: u16,
-    root: StoredRootV1,
+    /// Shared with the state it mirrors: a root no change touched is the same allocation.
+    root: Arc<StoredRootV1>,
 }
 
 /// Whether two roots of the same URI are stored alike: every field but the URI, which the walk
@@ -100,9 +101,11 @@ impl Mirror {
                 .is_some_and(|root| same_text(&root.uri, &held.root.uri));
             if keep {
                 let root = &new[next_new];
-                if !same_but_uri(&held.root, root) {
-                    held.root.clone_from(root);
-                    touched.push(held.bucket);
+                if !Arc::ptr_eq(&held.root, root) {
+                    if !same_but_uri(&held.root, root) {
+                        touched.push(held.bucket);
+                    }
+                    held.root = root.clone();
                 }
                 next_new += 1;
                 // Nothing to move until a root was removed; a swap in place still copies.
@@ -121,7 +124,7 @@ impl Mirror {
             shelf.held.push(Held {
                 seq: shelf.next,
                 bucket,
-                root: StoredRootV1::clone(root),
+                root: root.clone(),
             });
             shelf.next += 1;
         }
@@ -134,7 +137,7 @@ impl Mirror {
             let mut groups: Vec<Vec<(u64, &StoredRootV1)>> = vec![Vec::new(); touched.len()];
             for held in &shelf.held {
                 if let Ok(k) = touched.binary_search(&held.bucket) {
-                    groups[k].push((held.seq, &held.root));
+                    groups[k].push((held.seq, &*held.root));
                 }
             }
             for (bucket, group) in touched.iter().zip(&groups) {
@@ -218,7 +221,11 @@ impl Assembly {
                     ),
                 ));
             }
-            gathered.held.push(Held { seq, bucket, root });
+            gathered.held.push(Held {
+                seq,
+                bucket,
+                root: Arc::new(root),
+            });
         }
         Ok(())
     }

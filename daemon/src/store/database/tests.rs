@@ -20,12 +20,12 @@ fn change(revision: u64) -> Change {
         workspace: ws("w"),
         state: StoredWorkspaceV1 {
             revision,
-            roots: vec![crate::store::model::StoredRootV1 {
+            roots: vec![Arc::new(crate::store::model::StoredRootV1 {
                 uri: format!("file:///r{revision}").into(),
                 name: None,
                 by_hand: true,
                 published_by: Vec::new(),
-            }],
+            })],
         }
         .into(),
         origin: Some(crate::store::model::Origin::Peer(
@@ -109,12 +109,12 @@ fn checkpointed_changes_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let contents = StoredWorkspaceV1 {
         revision: 3,
-        roots: vec![crate::store::model::StoredRootV1 {
+        roots: vec![Arc::new(crate::store::model::StoredRootV1 {
             uri: "file:///a".into(),
             name: Some("a".into()),
             by_hand: true,
             published_by: Vec::new(),
-        }],
+        })],
     };
     {
         let store = Store::open(dir.path()).unwrap();
@@ -172,12 +172,14 @@ fn a_rebuilt_database_holds_the_same_and_takes_less_room() {
         let state = Arc::make_mut(&mut one.state);
         let root = state.roots[0].clone();
         state.roots = (0..100)
-            .map(|n| crate::store::model::StoredRootV1 {
-                uri: format!("file:///{long}/{n}").into(),
-                ..root.clone()
+            .map(|n| {
+                Arc::new(crate::store::model::StoredRootV1 {
+                    uri: format!("file:///{long}/{n}").into(),
+                    ..crate::store::model::StoredRootV1::clone(&root)
+                })
             })
             .collect();
-        state.roots[0].name = Some(format!("{}", revision % 2).into());
+        Arc::make_mut(&mut state.roots[0]).name = Some(format!("{}", revision % 2).into());
         contents.apply(&one);
         store.apply(&[one], &contents).unwrap();
         if revision % 50 == 0 {
@@ -272,12 +274,12 @@ impl Dice {
 /// mid-list, publishing, and emptying, as the registry's changes make them.
 fn edited(previous: &StoredWorkspaceV1, revision: u64, dice: &mut Dice) -> StoredWorkspaceV1 {
     let mut roots = previous.roots.clone();
-    let fresh = |n: u64| StoredRootV1::by_hand(&format!("file:///e/{n}"), None);
+    let fresh = |n: u64| Arc::new(StoredRootV1::by_hand(&format!("file:///e/{n}"), None));
     match dice.below(10) {
         0..=2 => roots.push(fresh(revision)),
         3 | 4 if !roots.is_empty() => {
             let k = dice.below(roots.len());
-            roots[k].name = Some(format!("n{revision}").into());
+            Arc::make_mut(&mut roots[k]).name = Some(format!("n{revision}").into());
         }
         5 if !roots.is_empty() => {
             roots.remove(dice.below(roots.len()));
@@ -292,12 +294,15 @@ fn edited(previous: &StoredWorkspaceV1, revision: u64, dice: &mut Dice) -> Store
         }
         8 if !roots.is_empty() => {
             let k = dice.below(roots.len());
-            roots[k].published_by.push(StoredPublisherV1 {
-                session: revision,
-                label: "s".into(),
-                pid: 7,
-            });
-            roots[k].by_hand = !roots[k].by_hand;
+            Arc::make_mut(&mut roots[k])
+                .published_by
+                .push(StoredPublisherV1 {
+                    session: revision,
+                    label: "s".into(),
+                    pid: 7,
+                });
+            let root = Arc::make_mut(&mut roots[k]);
+            root.by_hand = !root.by_hand;
         }
         9 if dice.below(8) == 0 => roots.clear(),
         _ => roots.push(fresh(revision)),
@@ -395,7 +400,7 @@ fn replace_all_removes_the_buckets_of_roots_it_does_not_hold() {
     let store = Store::open(dir.path()).unwrap();
     let mut contents = Contents::default();
     let roots = (0..50)
-        .map(|n| StoredRootV1::by_hand(&format!("file:///r/{n}"), None))
+        .map(|n| Arc::new(StoredRootV1::by_hand(&format!("file:///r/{n}"), None)))
         .collect();
     let change = change_to("w", StoredWorkspaceV1 { revision: 1, roots });
     contents.apply(&change);
@@ -417,7 +422,12 @@ fn a_rename_writes_one_bucket_and_the_header_whatever_the_workspaces_size() {
     let mut bucket_bytes = Vec::new();
     for (name, size) in [("small", 10), ("large", 2_000)] {
         let roots = (0..size)
-            .map(|n| StoredRootV1::by_hand(&format!("file:///home/u/{name}/{n:05}"), None))
+            .map(|n| {
+                Arc::new(StoredRootV1::by_hand(
+                    &format!("file:///home/u/{name}/{n:05}"),
+                    None,
+                ))
+            })
             .collect();
         let filled = change_to(
             name,
@@ -433,7 +443,7 @@ fn a_rename_writes_one_bucket_and_the_header_whatever_the_workspaces_size() {
         for k in 0..3 {
             let mut state = StoredWorkspaceV1::clone(&contents.workspaces[&ws(name)]);
             state.revision = contents.revision + 1;
-            state.roots[0].name = Some(format!("renamed {k}").into());
+            Arc::make_mut(&mut state.roots[0]).name = Some(format!("renamed {k}").into());
             let rename = change_to(name, state);
             contents.apply(&rename);
             burst.push(rename);
@@ -509,7 +519,7 @@ fn three_roots(dir: &Path) -> (Store, Contents) {
     let mut contents = Contents::default();
     let roots = ["file:///a", "file:///b", "file:///c"]
         .iter()
-        .map(|uri| StoredRootV1::by_hand(uri, None))
+        .map(|uri| Arc::new(StoredRootV1::by_hand(uri, None)))
         .collect();
     let change = change_to("w", StoredWorkspaceV1 { revision: 1, roots });
     contents.apply(&change);
@@ -766,7 +776,7 @@ fn a_panic_while_the_mirror_is_held_drops_it_and_the_next_apply_reads_it_again()
     assert!(!store.mirror.is_poisoned());
     let mut state = StoredWorkspaceV1::clone(&contents.workspaces[&ws("w")]);
     state.revision = 2;
-    state.roots[1].name = Some("renamed".into());
+    Arc::make_mut(&mut state.roots[1]).name = Some("renamed".into());
     let rename = change_to("w", state);
     contents.apply(&rename);
     store.apply(&[rename], &contents).unwrap();

@@ -33,7 +33,7 @@ pub struct Delta {
     pub removed: Vec<Arc<str>>,
     /// Roots the change added or whose stored fields (name, holders) it changed: each replaces
     /// the root of its URI in place, or, if there is none, is appended.
-    pub set: Vec<StoredRootV1>,
+    pub set: Vec<Arc<StoredRootV1>>,
     pub origin: Option<Origin>,
     pub time_unix_ms: u64,
 }
@@ -55,7 +55,7 @@ impl Delta {
         if change.state.revision != change.revision {
             return None;
         }
-        let before: &[StoredRootV1] = previous.map_or(&[], |w| &w.roots);
+        let before: &[Arc<StoredRootV1>] = previous.map_or(&[], |w| &w.roots);
         let after = &change.state.roots;
         let (mut removed, mut set) = (Vec::new(), Vec::new());
         let (mut i, mut j) = (0, 0);
@@ -94,7 +94,7 @@ impl Delta {
                 self.workspace, self.base
             ));
         }
-        let mut roots: Vec<StoredRootV1> = previous.map_or_else(Vec::new, |w| w.roots.clone());
+        let mut roots: Vec<Arc<StoredRootV1>> = previous.map_or_else(Vec::new, |w| w.roots.clone());
         if !self.removed.is_empty() {
             let before = roots.len();
             roots.retain(|r| !self.removed.contains(&r.uri));

@@ -100,7 +100,7 @@ enum RecordV1 {
         #[serde(default)]
         removed: Vec<Arc<str>>,
         #[serde(default)]
-        set: Vec<StoredRootV1>,
+        set: Vec<Arc<StoredRootV1>>,
         #[serde(default)]
         origin: Option<Origin>,
         #[serde(default)]

@@ -15,11 +15,13 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
             revision,
             roots: uris
                 .iter()
-                .map(|u| StoredRootV1 {
-                    uri: (*u).into(),
-                    name: None,
-                    by_hand: true,
-                    published_by: Vec::new(),
+                .map(|u| {
+                    Arc::new(StoredRootV1 {
+                        uri: (*u).into(),
+                        name: None,
+                        by_hand: true,
+                        published_by: Vec::new(),
+                    })
                 })
                 .collect(),
         }
@@ -180,9 +182,9 @@ fn records_from_before_origins_are_roots_added_by_hand_and_origins_round_trip() 
     let mut published = change.clone();
     published.revision = 2;
     let state = Arc::make_mut(&mut published.state);
-    state.roots[0].by_hand = false;
-    state.roots[0]
-        .published_by
+    let root = Arc::make_mut(&mut state.roots[0]);
+    root.by_hand = false;
+    root.published_by
         .push(crate::store::model::StoredPublisherV1 {
             session: 3,
             label: "code".into(),
@@ -355,7 +357,7 @@ fn history_of_changes() -> Vec<Change> {
         .enumerate()
         .map(|(k, (workspace, roots))| {
             let mut change = change(k as u64 + 1, workspace, &[]);
-            Arc::make_mut(&mut change.state).roots = roots;
+            Arc::make_mut(&mut change.state).roots = roots.into_iter().map(Arc::new).collect();
             change
         })
         .collect()
@@ -429,8 +431,13 @@ fn the_hand_written_encoder_writes_what_serde_reads_back() {
 #[test]
 fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
     let line_at = |size: usize| {
-        let roots: Vec<StoredRootV1> = (0..size)
-            .map(|k| root(&format!("file:///home/ana/src/project-{k:05}"), Some("p")))
+        let roots: Vec<Arc<StoredRootV1>> = (0..size)
+            .map(|k| {
+                Arc::new(root(
+                    &format!("file:///home/ana/src/project-{k:05}"),
+                    Some("p"),
+                ))
+            })
             .collect();
         let before = StoredWorkspaceV1 {
             revision: 41,
@@ -439,7 +446,7 @@ fn a_delta_costs_bytes_in_proportion_to_the_change_not_the_workspace() {
         let mut renamed = change(42, "a", &[]);
         let state = Arc::make_mut(&mut renamed.state);
         state.roots = roots;
-        state.roots[size / 2].name = Some("renamed".into());
+        Arc::make_mut(&mut state.roots[size / 2]).name = Some("renamed".into());
         let delta = Delta::between(Some(&before), &renamed).unwrap();
         encode(&Entry::Delta(delta)).len()
     };
@@ -466,7 +473,10 @@ fn an_old_journal_of_whole_states_reads_and_takes_deltas_after_it() {
     assert_eq!(read_old.damage, None);
     let mut next = change(2, "a", &[]);
     Arc::make_mut(&mut next.state).roots =
-        vec![root("file:///x", Some("x")), root("file:///y", None)];
+        vec![root("file:///x", Some("x")), root("file:///y", None)]
+            .into_iter()
+            .map(Arc::new)
+            .collect();
     let delta = Delta::between(
         read_old
             .contents()

@@ -429,12 +429,12 @@ mod tests {
             .map(|w| StoredWorkspaceV1::clone(w))
             .unwrap_or_default();
         state.revision = revision;
-        state.roots.push(StoredRootV1 {
+        state.roots.push(Arc::new(StoredRootV1 {
             uri: format!("file:///r{revision}").into(),
             name: None,
             by_hand: true,
             published_by: Vec::new(),
-        });
+        }));
         Change {
             revision,
             workspace,
@@ -560,7 +560,11 @@ mod tests {
             let change = Change {
                 revision,
                 workspace: WorkspaceName::new(workspace).unwrap(),
-                state: StoredWorkspaceV1 { revision, roots }.into(),
+                state: StoredWorkspaceV1 {
+                    revision,
+                    roots: roots.into_iter().map(Arc::new).collect(),
+                }
+                .into(),
                 origin: Some(Origin::daemon("test")),
                 time_unix_ms: 1,
             };
@@ -579,7 +583,11 @@ mod tests {
         let decision = decide(Some(&replay), None).unwrap();
         let a = &decision.contents.workspaces[&WorkspaceName::new("a").unwrap()];
         let b = &decision.contents.workspaces[&WorkspaceName::new("b").unwrap()];
-        assert_eq!(a.roots, [root("file:///x", "x")], "a as revision 1 left it");
+        assert_eq!(
+            a.roots,
+            [Arc::new(root("file:///x", "x"))],
+            "a as revision 1 left it"
+        );
         assert_eq!(b, &contents.workspaces[&WorkspaceName::new("b").unwrap()]);
         assert!(
             decision.lost.iter().any(|l| l.starts_with("revision 3,")),
