@@ -295,6 +295,13 @@ impl Queued {
     }
 }
 
+/// How much of what one write offered the side took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taken {
+    All,
+    Part,
+}
+
 /// Lines waiting to be written to one side, written as the side takes them.
 ///
 /// [`Outbound::push`] never blocks and never fails: the relay loop keeps the queue bounded by
@@ -418,13 +425,15 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         }
     }
 
-    /// Writes what the side takes without waiting.
+    /// Writes what the side takes without waiting. A write the side took only part of filled
+    /// its pipe or socket buffer: trying again at once would only be refused, one system call
+    /// more for every piece of a large line, so the rest waits for [`Outbound::drain`].
     fn write_ready(&mut self) {
         while !self.lines.is_empty() {
             match self.write_once().now_or_never() {
-                Some(Ok(())) => {}
+                Some(Ok(Taken::All)) => {}
+                Some(Ok(Taken::Part)) | None => return,
                 Some(Err(_)) => return self.break_off(),
-                None => return,
             }
         }
     }
@@ -435,11 +444,11 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         if self.lines.is_empty() || self.stream.is_none() {
             return std::future::pending().await;
         }
-        if self.write_once().await.is_err() {
-            self.break_off();
-            return;
+        match self.write_once().await {
+            Ok(Taken::All) => self.write_ready(),
+            Ok(Taken::Part) => {}
+            Err(_) => self.break_off(),
         }
-        self.write_ready();
     }
 
     /// Writes the rest of the queue, waiting as long as it takes; for the end of the session.
@@ -459,14 +468,16 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         }
     }
 
-    async fn write_once(&mut self) -> io::Result<()> {
+    /// One write of the front of the queue: how much of what it offered the side took.
+    async fn write_once(&mut self) -> io::Result<Taken> {
         let Some(stream) = self.stream.as_mut() else {
-            return Ok(());
+            return Ok(Taken::All);
         };
         let Some(front) = self.lines.front() else {
-            return Ok(());
+            return Ok(Taken::All);
         };
         let bytes = &front.bytes;
+        let offered = front.len() - self.written;
         let n = if self.written < bytes.len() && front.newline {
             let parts = [
                 io::IoSlice::new(&bytes[self.written..]),
@@ -481,6 +492,7 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
+        let taken = if n < offered { Taken::Part } else { Taken::All };
         self.written += n;
         self.queued -= n;
         if self.written == front.len() {
@@ -493,7 +505,7 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
                 }
             }
         }
-        Ok(())
+        Ok(taken)
     }
 
     fn break_off(&mut self) {
