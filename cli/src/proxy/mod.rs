@@ -65,10 +65,20 @@ async fn server_line(
 
 /// Forwards a piece of the server line being streamed to the host, as far as the relay says.
 /// Past the limit, the relay still reads the pieces (for the id) but the host's line has ended.
-fn forward_part(to_host: &mut Outbound<stdio::Stdio>, streamed: &mut Streamed, mut bytes: Vec<u8>) {
+/// The buffers of pieces already written go back to `lines`, to read the next ones into.
+fn forward_part(
+    to_host: &mut Outbound<stdio::Stdio>,
+    lines: &mut LineReader<ChildStdout>,
+    streamed: &mut Streamed,
+    mut bytes: Vec<u8>,
+) {
+    while let Some(spare) = to_host.spare() {
+        lines.recycle(spare);
+    }
     let ended = streamed.is_over();
     let forward = streamed.part(&bytes);
     if ended {
+        lines.recycle(bytes);
         return;
     }
     bytes.truncate(forward.bytes);
@@ -238,18 +248,18 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                             relay.stream_from_server(running.lines.unfinished(), MAX_LINE_BYTES)
                         {
                             let first = running.lines.stream();
-                            forward_part(&mut to_host, &mut started, first);
+                            forward_part(&mut to_host, &mut running.lines, &mut started, first);
                             streamed = Some(started);
                         }
                     }
                     Ok(Some(Piece::Part(bytes))) => {
                         if let Some(streaming) = streamed.as_mut() {
-                            forward_part(&mut to_host, streaming, bytes);
+                            forward_part(&mut to_host, &mut running.lines, streaming, bytes);
                         }
                     }
                     Ok(Some(Piece::End(bytes))) => {
                         if let Some(mut ended) = streamed.take() {
-                            forward_part(&mut to_host, &mut ended, bytes);
+                            forward_part(&mut to_host, &mut running.lines, &mut ended, bytes);
                             to_host.end_line(Vec::new());
                             relay.stream_end(ended, Instant::now());
                         }
