@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -49,7 +49,7 @@ const STREAM_BUFFER: usize = READ_CHUNK;
 /// of the trip ([`Outbound::spare`], [`LineReader::recycle`]). A piece freed and the next one
 /// allocated made the heap shrink and grow again every few reads, and the kernel clear the
 /// pages it had just taken back: a tenth of the proxy's time with 1 MiB results.
-const SPARES_KEPT: usize = 2;
+const SPARES_KEPT: usize = 1;
 
 /// Whether `buffer` is one a streamed piece is read into, and so worth keeping for the next.
 fn is_stream_buffer(buffer: &Vec<u8>) -> bool {
@@ -356,7 +356,24 @@ pub struct Outbound<W> {
     spares: Vec<Vec<u8>>,
 }
 
-impl<W: AsyncWrite + Unpin> Outbound<W> {
+/// A stream whose non-blocking descriptor the queue may write to itself ([`Outbound`]'s
+/// writes that do not wait), rather than through the runtime's write future: that took more
+/// instructions than the relay's own work on a small line. The runtime's readiness is left as it
+/// was, which is sound: a write that would block leaves the bytes queued for
+/// [`Outbound::drain`], whose write through the runtime finds out the same and waits.
+pub trait Descriptor {
+    /// The descriptor, if writing to it directly is the same as writing to the stream: it is
+    /// non-blocking and the stream buffers nothing (its flush does nothing).
+    fn descriptor(&self) -> Option<BorrowedFd<'_>>;
+}
+
+impl Descriptor for tokio::process::ChildStdin {
+    fn descriptor(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
+}
+
+impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     pub fn new(stream: W) -> Self {
         Self {
             stream: Some(stream),
@@ -466,8 +483,17 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
     /// its pipe or socket buffer: trying again at once would only be refused, one system call
     /// more for every piece of a large line, so the rest waits for [`Outbound::drain`].
     fn write_ready(&mut self) {
+        let direct = self
+            .stream
+            .as_ref()
+            .is_some_and(|stream| stream.descriptor().is_some());
         while !self.lines.is_empty() {
-            match self.write_once().now_or_never() {
+            let attempt = if direct {
+                self.write_direct()
+            } else {
+                self.write_once().now_or_never()
+            };
+            match attempt {
                 Some(Ok(Taken::All)) => {}
                 Some(Ok(Taken::Part)) | None => return,
                 Some(Err(_)) => return self.break_off(),
@@ -529,10 +555,58 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
+        let (taken, emptied) = self.wrote(n, offered);
+        if emptied {
+            if let Some(stream) = self.stream.as_mut() {
+                stream.flush().await?;
+            }
+            if self.closing {
+                self.stream = None;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// One write of the front of the queue straight to the side's descriptor; `None` if it
+    /// would block (or was interrupted), which leaves it to [`Outbound::drain`].
+    fn write_direct(&mut self) -> Option<io::Result<Taken>> {
+        let fd = self.stream.as_ref()?.descriptor()?;
+        let front = self.lines.front()?;
+        let bytes = &front.bytes;
+        let offered = front.len() - self.written;
+        let result = if self.written < bytes.len() && front.newline {
+            let parts = [
+                io::IoSlice::new(&bytes[self.written..]),
+                io::IoSlice::new(b"\n"),
+            ];
+            rustix::io::writev(fd, &parts)
+        } else if self.written < bytes.len() {
+            rustix::io::write(fd, &bytes[self.written..])
+        } else {
+            rustix::io::write(fd, b"\n")
+        };
+        let n = match result {
+            Ok(0) => return Some(Err(io::ErrorKind::WriteZero.into())),
+            Ok(n) => n,
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return None,
+            Err(error) => return Some(Err(error.into())),
+        };
+        let (taken, emptied) = self.wrote(n, offered);
+        // Nothing to flush: a stream written to directly buffers nothing.
+        if emptied && self.closing {
+            self.stream = None;
+        }
+        Some(Ok(taken))
+    }
+
+    /// Counts `n` bytes of the `offered` written from the front of the queue; returns how much
+    /// was taken, and whether that emptied the queue.
+    fn wrote(&mut self, n: usize, offered: usize) -> (Taken, bool) {
         let taken = if n < offered { Taken::Part } else { Taken::All };
         self.written += n;
         self.queued -= n;
-        if self.written == front.len() {
+        let whole = self.lines.front().map(Queued::len);
+        if whole == Some(self.written) {
             if let Some(piece) = self.lines.pop_front()
                 && !piece.newline
                 && self.spares.len() < SPARES_KEPT
@@ -541,14 +615,9 @@ impl<W: AsyncWrite + Unpin> Outbound<W> {
                 self.spares.push(piece.bytes);
             }
             self.written = 0;
-            if self.lines.is_empty() {
-                stream.flush().await?;
-                if self.closing {
-                    self.stream = None;
-                }
-            }
+            return (taken, self.lines.is_empty());
         }
-        Ok(taken)
+        (taken, false)
     }
 
     fn break_off(&mut self) {
@@ -615,6 +684,17 @@ fn socket(fd: OwnedFd) -> Option<tokio::net::UnixStream> {
     let std = std::os::unix::net::UnixStream::from(fd);
     std.set_nonblocking(true).ok()?;
     tokio::net::UnixStream::from_std(std).ok()
+}
+
+impl Descriptor for Stdio {
+    fn descriptor(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Self::Socket(s) => Some(s.as_fd()),
+            Self::PipeOut(s) => Some(s.as_fd()),
+            // Tokio's stdout writes on a thread of its own, and may hold bytes until it does.
+            Self::PipeIn(_) | Self::In(_) | Self::Out(_) => None,
+        }
+    }
 }
 
 impl AsyncRead for Stdio {
@@ -690,6 +770,13 @@ impl AsyncWrite for Stdio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tests' in-memory streams are written through the runtime only.
+    impl Descriptor for tokio::io::DuplexStream {
+        fn descriptor(&self) -> Option<BorrowedFd<'_>> {
+            None
+        }
+    }
 
     async fn lines_of(input: Vec<u8>) -> Vec<Line> {
         let mut reader = LineReader::new(&input[..]);
@@ -972,6 +1059,47 @@ mod tests {
             pieces.iter().any(|p| kept.contains(&p.as_ptr())),
             "a recycled buffer was read into"
         );
+    }
+
+    #[tokio::test]
+    async fn lines_written_to_a_pipe_directly_and_through_the_runtime_arrive_whole_in_order() {
+        let (sender, receiver) = tokio::net::unix::pipe::pipe().unwrap();
+        let mut out = Outbound::new(Stdio::PipeOut(sender));
+        // Far more than a pipe holds: the first lines go straight in, the rest wait.
+        let lines: Vec<Vec<u8>> = (0..40u8)
+            .map(|i| vec![b'a' + i % 26; 3000 + usize::from(i) * 97])
+            .collect();
+        for (i, line) in lines.iter().enumerate() {
+            if i == 20 {
+                // A streamed line among them, in pieces.
+                out.push_part(b"{\"streamed\":".to_vec());
+                out.push_part(vec![b'7'; 70_000]);
+                out.end_line(b"}".to_vec());
+            }
+            out.push(line.clone());
+        }
+        assert!(
+            !out.lines.is_empty(),
+            "the pipe is full and the rest is queued"
+        );
+        let reading = tokio::spawn(async move {
+            let mut reader = LineReader::new(receiver);
+            let mut got = Vec::new();
+            while let Some(Line::Complete(line)) = reader.next_line().await.unwrap() {
+                got.push(line);
+            }
+            got
+        });
+        out.close();
+        out.finish().await;
+        let got = reading.await.unwrap();
+        let mut expected = lines.clone();
+        let mut streamed = b"{\"streamed\":".to_vec();
+        streamed.extend(vec![b'7'; 70_000]);
+        streamed.push(b'}');
+        expected.insert(20, streamed);
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "every line whole and in order");
     }
 
     #[tokio::test]
