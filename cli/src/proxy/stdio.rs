@@ -51,9 +51,11 @@ const STREAM_BUFFER: usize = READ_CHUNK;
 /// pages it had just taken back: a tenth of the proxy's time with 1 MiB results.
 const SPARES_KEPT: usize = 1;
 
-/// Whether `buffer` is one a streamed piece is read into, and so worth keeping for the next.
+/// Whether `buffer` is one a streamed piece is read into, and so worth keeping for the next. A
+/// line's first piece, in whatever buffer the line started, is not: a larger one kept idle would
+/// only add to the proxy's peak memory.
 fn is_stream_buffer(buffer: &Vec<u8>) -> bool {
-    (STREAM_BUFFER..=2 * STREAM_BUFFER).contains(&buffer.capacity())
+    buffer.capacity() == STREAM_BUFFER
 }
 
 /// One read from a [`LineReader`].
