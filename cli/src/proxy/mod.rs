@@ -23,6 +23,7 @@
 
 mod launch;
 mod link;
+mod news;
 mod running;
 pub mod server;
 mod stdio;
@@ -31,7 +32,6 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::StreamExt as _;
 use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio::process::{ChildStdin, ChildStdout};
@@ -41,6 +41,7 @@ use crate::args::ProxyArgs;
 use crate::autostart::Target;
 use crate::errors::{ServerExit, UsageError};
 use launch::Launcher;
+use news::{Item, News};
 use rootsd_relay::template::LaunchTemplate;
 use rootsd_relay::{Config, Output, Relay, Side, Streamed, label};
 use running::Running;
@@ -64,10 +65,20 @@ async fn server_line(
 
 /// Forwards a piece of the server line being streamed to the host, as far as the relay says.
 /// Past the limit, the relay still reads the pieces (for the id) but the host's line has ended.
-fn forward_part(to_host: &mut Outbound<stdio::Stdio>, streamed: &mut Streamed, mut bytes: Vec<u8>) {
+/// The buffers of pieces already written go back to `lines`, to read the next ones into.
+fn forward_part(
+    to_host: &mut Outbound<stdio::Stdio>,
+    lines: &mut LineReader<ChildStdout>,
+    streamed: &mut Streamed,
+    mut bytes: Vec<u8>,
+) {
+    while let Some(spare) = to_host.spare() {
+        lines.recycle(spare);
+    }
     let ended = streamed.is_over();
     let forward = streamed.part(&bytes);
     if ended {
+        lines.recycle(bytes);
         return;
     }
     bytes.truncate(forward.bytes);
@@ -88,21 +99,14 @@ async fn server_drain(queue: Option<&mut Outbound<ChildStdin>>) {
     }
 }
 
-/// The server's exit, once.
-async fn server_exit(server: Option<&mut server::Server>) -> std::io::Result<ExitStatus> {
-    match server {
-        Some(server) => server.wait().await,
-        None => std::future::pending().await,
+/// Hands a newly started server's exit to `news`, which then tells of it.
+fn watch_exit(slot: &mut Option<Running>, news: &mut News) {
+    if let Some(server) = slot.as_mut().map(|running| &mut running.server)
+        && let Some(exit) = server.exit()
+    {
+        // A child that was running when it was spawned has a pid.
+        news.watch_exit(server.pid().unwrap_or(0), exit);
     }
-}
-
-/// Each new value of a watch channel, once it changes; ends when its sender is gone.
-fn newest<T: Clone>(receiver: watch::Receiver<T>) -> impl futures::Stream<Item = T> {
-    futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.changed().await.ok()?;
-        let value = receiver.borrow_and_update().clone();
-        Some((value, receiver))
-    })
 }
 
 /// Runs the proxy until the server exits; returns how it exited, to pass on.
@@ -158,20 +162,19 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         roots_tx,
     );
 
-    // The daemon's news as streams made once: a `changed()` made anew on every turn registered
-    // with its channel and unregistered again each time, whether or not anything changed.
-    let mut roots = std::pin::pin!(newest(roots));
-    let mut acks = std::pin::pin!(newest(acks));
+    // The daemon's news, the signals and the server's exit as one stream made once: a
+    // `changed()` made anew on every turn registered with its channel and unregistered again
+    // each time, whether or not anything changed.
+    let signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    let mut news = News::new(roots, acks, signals);
+    watch_exit(&mut slot, &mut news);
 
     let mut to_host = Outbound::new(stdio::stdout());
     let mut host_lines = LineReader::new(stdio::stdin());
-    let mut signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
 
     let mut host_open = true;
     // The proxy was told to end (SIGTERM, SIGINT): no server is started or restarted any more.
     let mut ending = false;
-    let mut roots_open = true;
-    let mut acks_open = true;
     // The last exit of a server that ended the session, or of any server at all.
     let mut last_exit: Option<ExitStatus> = None;
     // The proxy's own SIGTERM or SIGINT while no server runs ends it with 128 + the signal.
@@ -216,14 +219,13 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 // No server: the relay answers the host itself.
                 None => !to_host.is_full(),
             };
-        // The server's pipes and process, borrowed apart for the select below.
-        let (lines, queue, process) = match slot.as_mut() {
+        // The server's pipes, borrowed apart for the select below.
+        let (lines, queue) = match slot.as_mut() {
             Some(r) => (
                 Some(&mut r.lines).filter(|_| r.open),
                 Some(&mut r.to_server),
-                Some(&mut r.server).filter(|_| r.exited.is_none()),
             ),
-            None => (None, None, None),
+            None => (None, None),
         };
         // Biased: the streams first, in the order a busy session needs them, so that a turn
         // with a line to relay polls nothing else.
@@ -246,18 +248,18 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                             relay.stream_from_server(running.lines.unfinished(), MAX_LINE_BYTES)
                         {
                             let first = running.lines.stream();
-                            forward_part(&mut to_host, &mut started, first);
+                            forward_part(&mut to_host, &mut running.lines, &mut started, first);
                             streamed = Some(started);
                         }
                     }
                     Ok(Some(Piece::Part(bytes))) => {
                         if let Some(streaming) = streamed.as_mut() {
-                            forward_part(&mut to_host, streaming, bytes);
+                            forward_part(&mut to_host, &mut running.lines, streaming, bytes);
                         }
                     }
                     Ok(Some(Piece::End(bytes))) => {
                         if let Some(mut ended) = streamed.take() {
-                            forward_part(&mut to_host, &mut ended, bytes);
+                            forward_part(&mut to_host, &mut running.lines, &mut ended, bytes);
                             to_host.end_line(Vec::new());
                             relay.stream_end(ended, Instant::now());
                         }
@@ -282,15 +284,25 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             },
             () = to_host.drain() => {}
             () = server_drain(queue) => {}
-            changed = roots.next(), if roots_open => match changed {
-                Some(Some(snapshot)) => relay.roots_changed(snapshot, Instant::now()),
-                Some(None) => {}
-                None => roots_open = false,
-            },
-            changed = acks.next(), if acks_open => match changed {
-                Some(Some(ack)) => relay.published(ack, Instant::now()),
-                Some(None) => {}
-                None => acks_open = false,
+            item = news.next() => match item {
+                Item::Roots(Some(snapshot)) => relay.roots_changed(snapshot, Instant::now()),
+                Item::Ack(Some(ack)) => relay.published(ack, Instant::now()),
+                Item::Roots(None) | Item::Ack(None) => {}
+                Item::Signal(signal) => match slot.as_mut() {
+                    Some(running) => ending |= running.pass_on(signal, Instant::now()),
+                    None if signal != SIGHUP => signalled = Some(signal),
+                    None => {}
+                },
+                // Only the current server's exit: a server is replaced only once it ended.
+                Item::Exited(pid, status) => {
+                    let status = status?;
+                    if let Some(running) = slot.as_mut()
+                        && running.exited.is_none()
+                        && running.server.pid().unwrap_or(0) == pid
+                    {
+                        running.reaped(status, Instant::now());
+                    }
+                }
             },
             () = &mut timer, if wake_at.is_some() => {
                 let now = Instant::now();
@@ -305,18 +317,11 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     running.deadlines(escalate_at, output_at, now);
                 }
             }
-            status = server_exit(process) => {
-                slot.as_mut().expect("a server runs").reaped(status?, Instant::now());
-            }
-            Some(signal) = signals.next() => match slot.as_mut() {
-                Some(running) => ending |= running.pass_on(signal, Instant::now()),
-                None if signal != SIGHUP => signalled = Some(signal),
-                None => {}
-            }
         }
         // Where the server stands after this turn: a restart's next phase, a failed start.
         launcher.reap_failed_start(&mut relay, &mut slot, host_open);
         launcher.step(&mut relay, &mut slot, host_open && !ending, Instant::now());
+        watch_exit(&mut slot, &mut news);
         for output in relay.drain_output() {
             match output {
                 Output::ToServer(line) => {

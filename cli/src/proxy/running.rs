@@ -53,8 +53,7 @@ pub(super) struct Running {
 impl Running {
     pub fn start(launch: &Launch) -> Result<Self, SpawnError> {
         let mut server = Server::spawn(launch)?;
-        let stdin = server.child.stdin.take().expect("stdin was piped");
-        let stdout = server.child.stdout.take().expect("stdout was piped");
+        let (stdin, stdout) = server.pipes().expect("stdin and stdout were piped");
         Ok(Self {
             server,
             to_server: Outbound::new(stdin),
@@ -101,6 +100,7 @@ impl Running {
 
     /// It was reaped: its output is waited for only a little longer.
     pub fn reaped(&mut self, status: ExitStatus, now: Instant) {
+        self.server.reaped();
         self.exited = Some(status);
         self.output_deadline = Some(now + OUTPUT_GRACE);
     }
@@ -152,7 +152,7 @@ impl Running {
             }
             Escalation::Kill => {
                 eprintln!("rootsctl proxy: the server ignored SIGTERM; sending SIGKILL");
-                let _ = self.server.child.start_kill();
+                self.server.kill();
                 self.escalation = None;
             }
         }

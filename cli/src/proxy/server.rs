@@ -9,12 +9,14 @@
 //! restart, which was most of what a restart added to the server's own start.
 
 use std::ffi::OsStr;
+use std::future::Future;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 
-use tokio::process::{Child, Command};
+use signal_hook::consts::signal::SIGKILL;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::errors::SpawnError;
 use rootsd_relay::template::Launch;
@@ -24,7 +26,8 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// A started server.
 pub struct Server {
-    pub child: Child,
+    /// The process, until [`Server::exit`] takes it to wait for it.
+    child: Option<Child>,
     pid: Option<u32>,
     /// Set once the child has been reaped: its pid may then belong to another process.
     reaped: bool,
@@ -62,17 +65,44 @@ impl Server {
             })?;
         let pid = child.id();
         Ok(Self {
-            child,
+            child: Some(child),
             pid,
             reaped: false,
         })
     }
 
-    /// Waits for the server to exit, and from then on never signals its pid.
-    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let status = self.child.wait().await;
+    /// The server's stdin and stdout, once.
+    pub fn pipes(&mut self) -> Option<(ChildStdin, ChildStdout)> {
+        let child = self.child.as_mut()?;
+        Some((child.stdin.take()?, child.stdout.take()?))
+    }
+
+    /// The pid it was started with.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Its exit, once: a future that owns the process, so that the event loop keeps one future
+    /// for the server's whole life, where a `Child::wait` made anew on every turn cost a tenth
+    /// of relaying a line. Dropping it before the exit kills the server (`kill_on_drop`).
+    ///
+    /// The loop must call [`Server::reaped`] in the turn the future resolves, before anything
+    /// can signal the pid.
+    pub fn exit(
+        &mut self,
+    ) -> Option<impl Future<Output = std::io::Result<ExitStatus>> + 'static + use<>> {
+        let mut child = self.child.take()?;
+        Some(async move { child.wait().await })
+    }
+
+    /// The process was reaped: from now on its pid is never signalled.
+    pub fn reaped(&mut self) {
         self.reaped = true;
-        status
+    }
+
+    /// SIGKILL, unless it has been reaped.
+    pub fn kill(&self) {
+        self.signal(SIGKILL);
     }
 
     /// Sends `signal` to the server, unless it has been reaped.
