@@ -15,7 +15,7 @@ use crate::error::RequestError;
 use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
 use crate::provenance;
 use crate::store::Plan;
-use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1, same_text};
+use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1, same_uri};
 
 /// Each workspace's listing size, their total and how many workspaces hold roots, as of one
 /// pending revision, so that a change is checked without looking at any other workspace, and
@@ -193,7 +193,7 @@ fn listing_bytes_after(
     let mut roots = bytes.saturating_sub(2 + before.len().saturating_sub(1));
     let (mut i, mut j) = (0, 0);
     while i < before.len() && j < after.len() {
-        if same_text(&before[i].uri, &after[j].uri) {
+        if same_uri(&before[i], &after[j]) {
             if before[i] != after[j] {
                 roots = roots.saturating_sub(root_bytes(&before[i])) + root_bytes(&after[j]);
             }

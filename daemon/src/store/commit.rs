@@ -218,22 +218,28 @@ impl Committer {
                 debug_assert_eq!(change.revision, state.pending.revision + 1);
                 // Queued, not written: the commit thread writes every change queued before its
                 // sync with one `pwrite`, and a failure there fails them all, as a failed sync.
-                let state = &mut *state;
-                let previous = state
-                    .pending
-                    .workspaces
-                    .get(&change.workspace)
-                    .map(Arc::as_ref);
-                state.journal.append_change_deferred(&change, previous);
-                let entry = history::entry(previous, &change);
-                state.pending.apply_recorded(&change, entry.clone());
-                state.last_write = Instant::now();
-                let (sender, receiver) = oneshot::channel();
-                state.unsynced.push_back(Written {
-                    change,
-                    entry,
-                    waiters: vec![sender],
-                });
+                let receiver = {
+                    let state = &mut *state;
+                    let previous = state
+                        .pending
+                        .workspaces
+                        .get(&change.workspace)
+                        .map(Arc::as_ref);
+                    state.journal.append_change_deferred(&change, previous);
+                    let entry = history::entry(previous, &change);
+                    state.pending.apply_recorded(&change, entry.clone());
+                    state.last_write = Instant::now();
+                    let (sender, receiver) = oneshot::channel();
+                    state.unsynced.push_back(Written {
+                        change,
+                        entry,
+                        waiters: vec![sender],
+                    });
+                    receiver
+                };
+                // Woken while this thread still held the lock, the commit thread would block on
+                // it at once: one more switch between threads on every change.
+                drop(state);
                 self.shared.wake.notify_one();
                 Ok((reply, Some(receiver)))
             }

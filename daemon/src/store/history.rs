@@ -19,7 +19,7 @@ use rootsd_proto::{Root, WorkspaceName};
 use crate::limits::{HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, LOG_PAGE_BYTES};
 use crate::store::model::{
     Change, Contents, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1,
-    StoredWorkspaceV1, same_name, same_text,
+    StoredWorkspaceV1, same_name, same_uri,
 };
 
 /// What `change` did to its workspace, which held `previous` before it; `None` for a change
@@ -38,7 +38,7 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     {
         let mut i = 0;
         while i < before.len() && paired < after.len() {
-            if same_text(&before[i].uri, &after[paired].uri) {
+            if same_uri(&before[i], &after[paired]) {
                 kept[i] = true;
                 paired += 1;
             }
@@ -73,7 +73,11 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
     let text_len = |name: &Option<Arc<str>>| name.as_deref().map_or(0, str::len);
     for (j, root) in after.iter().enumerate() {
         let old_name = if j < paired {
-            paired_old.next().map(|(old, _)| &old.name)
+            match paired_old.next() {
+                // The same root: nothing about it changed.
+                Some((old, _)) if Arc::ptr_eq(old, root) => continue,
+                old => old.map(|(old, _)| &old.name),
+            }
         } else {
             unpaired.get(&*root.uri).copied()
         };

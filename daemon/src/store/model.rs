@@ -111,6 +111,14 @@ impl PartialEq for StoredRootV1 {
     }
 }
 
+/// Whether two roots of two states of a workspace have the same URI: at once if they are the
+/// same allocation, as every root a change did not touch is, so that a walk over a large
+/// workspace's two states reads the two lists and not each root behind them.
+#[inline]
+pub fn same_uri(a: &Arc<StoredRootV1>, b: &Arc<StoredRootV1>) -> bool {
+    Arc::ptr_eq(a, b) || same_text(&a.uri, &b.uri)
+}
+
 /// Whether two shared texts are equal, by pointer first. std's comparison of `Arc<str>` always
 /// reads both texts (its pointer shortcut is only for sized types), and a large workspace's
 /// lists, compared root by root on every change, share almost all of theirs.

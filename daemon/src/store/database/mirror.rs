@@ -21,7 +21,7 @@ use rootsd_proto::WorkspaceName;
 
 use super::StoreError;
 use super::layout::{HeaderV2, bucket_key, bucket_of, encode_bucket, encode_header, header_key};
-use crate::store::model::{StoredRootV1, StoredWorkspaceV1, same_name, same_text};
+use crate::store::model::{StoredRootV1, StoredWorkspaceV1, same_name, same_uri};
 
 /// Keys and values to write, in order, as one batch.
 pub(super) type Writes = Vec<(Vec<u8>, Vec<u8>)>;
@@ -98,7 +98,7 @@ impl Mirror {
             let held = &mut shelf.held[i];
             let keep = new
                 .get(next_new)
-                .is_some_and(|root| same_text(&root.uri, &held.root.uri));
+                .is_some_and(|root| same_uri(root, &held.root));
             if keep {
                 let root = &new[next_new];
                 if !Arc::ptr_eq(&held.root, root) {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use rootsd_proto::WorkspaceName;
 
 use crate::store::model::{
-    Change, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, same_text,
+    Change, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, same_uri,
 };
 
 /// A change as a delta against the workspace's state at revision `base`.
@@ -60,7 +60,7 @@ impl Delta {
         let (mut removed, mut set) = (Vec::new(), Vec::new());
         let (mut i, mut j) = (0, 0);
         while i < before.len() && j < after.len() {
-            if same_text(&before[i].uri, &after[j].uri) {
+            if same_uri(&before[i], &after[j]) {
                 if before[i] != after[j] {
                     set.push(after[j].clone());
                 }
