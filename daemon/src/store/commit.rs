@@ -1,10 +1,11 @@
 //! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
 //! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
 //! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a change applied to the state readers
-//! see, published, and acknowledged. The database takes the changes at the next checkpoint, in
-//! one batch that writes each workspace they touched once: applying each change to sled as it
-//! came (sled's own work, and its I/O threads woken, per change) was most of a small change's
-//! cost and stood between the next writer and its sync whenever writers came back to back.
+//! see, published, and acknowledged. The database takes the changes once writes pause for 10 ms
+//! (or 64 are behind, and at every checkpoint), in one batch that writes each workspace they
+//! touched once: applying each change to sled as soon as no sync waited (sled's own work, and
+//! its I/O threads woken, per change) was most of a small change's cost and stood between the
+//! next writer and its sync whenever writers came back to back.
 //!
 //! The writers' view ("pending": every change written, durable or not) and the readers' view
 //! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
@@ -42,6 +43,11 @@ const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
 /// Under sustained writes, the database is checkpointed after this many changes anyway, so that
 /// the journal stays short.
 const CHECKPOINT_AFTER_CHANGES: usize = 1000;
+/// The database takes the changes behind it (without a checkpoint's syncs) once writes pause
+/// for this long, or once this many are behind: so that writers back to back do not wait for
+/// it, and what waits for it in memory stays small under a steady trickle of changes.
+const CATCH_UP_AFTER_IDLE: Duration = Duration::from_millis(10);
+const CATCH_UP_AFTER_CHANGES: usize = 64;
 
 /// How the store is doing, for `status` and `doctor`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -94,8 +100,9 @@ struct State {
     /// The revision the journal last recorded a checkpoint at.
     checkpointed: u64,
     /// Durable, acknowledged changes the database has not taken yet, in order. It takes them
-    /// at every checkpoint, which comes at the latest after [`CHECKPOINT_AFTER_CHANGES`], so this
-    /// stays bounded (and each holds its workspace's state shared, not copied).
+    /// once writes pause for [`CATCH_UP_AFTER_IDLE`], once [`CATCH_UP_AFTER_CHANGES`] are
+    /// behind, and at every checkpoint, so this stays small (and each holds its workspace's
+    /// state shared, not copied).
     behind: Vec<Change>,
     /// When a writer last wrote, or a checkpoint last failed: the next idle checkpoint comes
     /// [`CHECKPOINT_AFTER_IDLE`] after it, so a database that keeps failing is retried at that
@@ -374,6 +381,15 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 return checkpoint(shared, true);
             }
             let idle = state.last_write.elapsed();
+            if !state.behind.is_empty()
+                && (idle >= CATCH_UP_AFTER_IDLE || state.behind.len() >= CATCH_UP_AFTER_CHANGES)
+            {
+                let behind = std::mem::take(&mut state.behind);
+                drop(state);
+                catch_up_database(shared, &behind);
+                state = lock(&shared.state);
+                continue;
+            }
             if (state.since_checkpoint > 0 || state.database_stale) && idle >= CHECKPOINT_AFTER_IDLE
             {
                 drop(state);
@@ -381,7 +397,9 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 state = lock(&shared.state);
                 continue;
             }
-            let wait = if state.since_checkpoint > 0 || state.database_stale {
+            let wait = if !state.behind.is_empty() {
+                CATCH_UP_AFTER_IDLE.saturating_sub(idle)
+            } else if state.since_checkpoint > 0 || state.database_stale {
                 CHECKPOINT_AFTER_IDLE.saturating_sub(idle)
             } else {
                 Duration::from_secs(3600)

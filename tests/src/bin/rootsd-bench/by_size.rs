@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
 use crate::Mode;
@@ -35,7 +35,7 @@ struct Side {
     journal: Vec<f64>,
 }
 
-pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
+pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
     let rounds: usize = if mode.quick { 60 } else { 300 };
     let large_roots = large(mode);
     // The bytes rows sample a run of changes to one workspace at a time, long enough for sled's
@@ -91,10 +91,18 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
         }
     }
 
+    // What sled wrote: every byte the daemon wrote (its `wchar`, which counts `write` and
+    // `pwrite` alike) less the journal's growth and the replies this connection read. db/'s
+    // growth said nothing once sled reused the room of segments it had cleaned (it then grew by
+    // 0 bytes at both sizes).
     let mut database = Vec::new();
     for side in &mut sides {
         std::thread::sleep(SETTLE);
-        let before = dir_len(&sandbox.state.join("db"))?;
+        let (written, journaled, replied) = (
+            written_by(daemon)?,
+            file_len(&journal)?,
+            side.control.received,
+        );
         for change in 0..byte_changes {
             side.control.call(&bench_wire::add(
                 3,
@@ -104,8 +112,15 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
             ))?;
         }
         std::thread::sleep(SETTLE);
-        let after = dir_len(&sandbox.state.join("db"))?;
-        database.push(after.saturating_sub(before) as f64 / byte_changes as f64);
+        let journal_growth = file_len(&journal)?;
+        ensure!(
+            journal_growth >= journaled,
+            "the journal was compacted while the database's bytes were counted; run the phase again"
+        );
+        let sled = (written_by(daemon)? - written)
+            .saturating_sub(journal_growth - journaled)
+            .saturating_sub(side.control.received - replied);
+        database.push(sled as f64 / byte_changes as f64);
     }
 
     let [small, large] = &mut sides[..] else {
@@ -143,7 +158,7 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
             samples: large.journal.len(),
             target: Target::ratio_at_most(1.25),
             note: Some(format!(
-                "median growth of roots.journal across one acknowledged change; database (db/ growth per change over {byte_changes} changes, after sled settled): {:.0} B at {large_roots}, {:.0} B at {SMALL}",
+                "median growth of roots.journal across one acknowledged change; database (what the daemon wrote besides the journal and its replies, per change over {byte_changes} changes, after sled settled): {:.0} B at {large_roots}, {:.0} B at {SMALL}",
                 database[1], database[0]
             )),
         },
@@ -157,7 +172,7 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
             samples: byte_changes,
             target: Target::ratio_at_most(1.25),
             note: Some(format!(
-                "growth of db/ over {byte_changes} changes to one workspace, divided by {byte_changes}, with the daemon left idle before and after so that sled took and checkpointed them all (sled appends to its log, so its growth is what it wrote)"
+                "bytes the daemon wrote (/proc/PID/io wchar) over {byte_changes} changes to one workspace, less the journal's growth and the replies, divided by {byte_changes}, with the daemon left idle before and after so that sled took and checkpointed them all"
             )),
         },
     ])
@@ -169,17 +184,12 @@ fn file_len(path: &Path) -> Result<u64> {
         .len())
 }
 
-/// Bytes of the files directly in `dir` and its subdirectories.
-fn dir_len(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("list {}", dir.display()))? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        total += if meta.is_dir() {
-            dir_len(&entry.path())?
-        } else {
-            meta.len()
-        };
-    }
-    Ok(total)
+/// Bytes process `pid` has passed to `write` and its kin so far (`wchar` in `/proc/PID/io`).
+fn written_by(pid: i32) -> Result<u64> {
+    let path = format!("/proc/{pid}/io");
+    let io = std::fs::read_to_string(&path).with_context(|| format!("read {path}"))?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .with_context(|| format!("{path} has no wchar line"))
 }

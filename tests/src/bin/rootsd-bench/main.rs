@@ -147,7 +147,7 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
         .map_err(|why| anyhow::anyhow!("{why}, or use --quick"))?;
 
     let sandbox = Sandbox::new();
-    let _daemon = sandbox.start_daemon();
+    let daemon = sandbox.start_daemon();
     // The workspace every proxied session of the relay, roots/list and start-up rows uses:
     // three roots, as a small project might have.
     let mut control = Control::connect(&sandbox.socket)?;
@@ -198,7 +198,7 @@ fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
     }
     if phase("by-size") {
         eprintln!("cost of a change by workspace size");
-        rows.extend(by_size::measure(&sandbox, mode)?);
+        rows.extend(by_size::measure(&sandbox, daemon.pid(), mode)?);
     }
     rows.extend(memory_row);
     if phase("steady") {

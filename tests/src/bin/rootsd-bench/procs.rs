@@ -93,6 +93,8 @@ pub struct Control {
     writer: UnixStream,
     reader: BufReader<UnixStream>,
     line: String,
+    /// Bytes read from rootsd so far: what it wrote to this connection.
+    pub received: u64,
 }
 
 impl Control {
@@ -104,6 +106,7 @@ impl Control {
             reader: BufReader::new(stream.try_clone()?),
             writer: stream,
             line: String::new(),
+            received: 0,
         };
         control.send(&bench_wire::hello(0))?;
         let hello = control.read()?;
@@ -131,6 +134,7 @@ impl Control {
             .read_line(&mut self.line)
             .context("read from rootsd's socket")?;
         ensure!(n > 0, "rootsd closed the connection");
+        self.received += n as u64;
         Ok(self.line.trim_end())
     }
 
