@@ -334,12 +334,16 @@ impl Store {
         }
     }
 
-    /// Rewrites a schema-1 database's workspaces (each one JSON [`StoredWorkspaceV1`] under
-    /// `w/`) as headers and buckets, with the new schema, in one atomic batch: a crash leaves
-    /// either the old database or the new one. A record that does not parse is refused as
-    /// damage, and the database is left as it was.
-    fn migrate_from_whole(&self) -> Result<(), StoreError> {
-        let mut workspaces = BTreeMap::new();
+    /// Calls `visit` with every `w/` record: its workspace's name, its value, and what names the
+    /// record as damaged.
+    fn for_each_workspace(
+        &self,
+        mut visit: impl FnMut(
+            WorkspaceName,
+            &[u8],
+            &dyn Fn(String) -> StoreError,
+        ) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
             let (key, value) = item?;
             let key_text = String::from_utf8_lossy(&key).into_owned();
@@ -347,15 +351,28 @@ impl Store {
                 key: key_text.clone(),
                 reason,
             };
-            let name = workspace_name(&key).map_err(&corrupt)?;
+            let name = workspace_name(&key).map_err(corrupt)?;
+            visit(name, &value, &corrupt)?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites a schema-1 database's workspaces (each one JSON [`StoredWorkspaceV1`] under
+    /// `w/`) as headers and buckets, with the new schema, in one atomic batch: a crash leaves
+    /// either the old database or the new one. A record that does not parse is refused as
+    /// damage, and the database is left as it was.
+    fn migrate_from_whole(&self) -> Result<(), StoreError> {
+        let mut workspaces = BTreeMap::new();
+        self.for_each_workspace(|name, value, corrupt| {
             let workspace: StoredWorkspaceV1 =
-                serde_json::from_slice(&value).map_err(|e| corrupt(e.to_string()))?;
+                serde_json::from_slice(value).map_err(|e| corrupt(e.to_string()))?;
             let mut uris = HashSet::with_capacity(workspace.roots.len());
             if let Some(twice) = workspace.roots.iter().find(|r| !uris.insert(&r.uri)) {
                 return Err(corrupt(format!("root {} is stored twice", twice.uri)));
             }
             workspaces.insert(name, workspace);
-        }
+            Ok(())
+        })?;
         let (_, writes) = Mirror::of(&workspaces);
         let mut batch = sled::Batch::default();
         for (key, value) in writes {
@@ -412,18 +429,12 @@ impl Store {
                 })?,
         };
         let mut assembly = Assembly::default();
-        for item in self.tree().scan_prefix(WORKSPACE_PREFIX) {
-            let (key, value) = item?;
-            let key_text = String::from_utf8_lossy(&key).into_owned();
-            let corrupt = |reason: String| StoreError::Corrupt {
-                key: key_text.clone(),
-                reason,
-            };
-            let name = workspace_name(&key).map_err(&corrupt)?;
-            let header: HeaderV2 = serde_json::from_slice(&value)
+        self.for_each_workspace(|name, value, corrupt| {
+            let header: HeaderV2 = serde_json::from_slice(value)
                 .map_err(|e| corrupt(format!("the workspace's header does not parse: {e}")))?;
             assembly.header(name, header);
-        }
+            Ok(())
+        })?;
         for item in self.tree().scan_prefix(BUCKET_PREFIX) {
             let (key, value) = item?;
             let key_text = layout::describe_key(&key);
