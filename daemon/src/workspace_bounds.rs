@@ -15,7 +15,7 @@ use crate::error::RequestError;
 use crate::limits::{MAX_TOTAL_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_ROOTS, MAX_WORKSPACES};
 use crate::provenance;
 use crate::store::Plan;
-use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1, same_uri};
+use crate::store::{Contents, StoredRootV1, StoredWorkspaceV1, same_uri, unshared};
 
 /// Each workspace's listing size, their total and how many workspaces hold roots, as of one
 /// pending revision, so that a change is checked without looking at any other workspace, and
@@ -187,10 +187,12 @@ fn listing_bytes_after(
     next: &StoredWorkspaceV1,
 ) -> usize {
     let before: &[Arc<StoredRootV1>] = current.map_or(&[], |w| &w.roots);
-    let after = &next.roots;
     // The roots' own bytes, without brackets and commas.
     // Saturating, so that a size recorded wrongly can make a bound misjudge, never panic.
     let mut roots = bytes.saturating_sub(2 + before.len().saturating_sub(1));
+    let count = next.roots.len();
+    // The roots both states share at their ends add the same bytes to both.
+    let (before, after) = unshared(before, &next.roots);
     let (mut i, mut j) = (0, 0);
     while i < before.len() && j < after.len() {
         if same_uri(&before[i], &after[j]) {
@@ -205,7 +207,7 @@ fn listing_bytes_after(
     }
     roots = roots.saturating_sub(before[i..].iter().map(|r| root_bytes(r)).sum::<usize>());
     roots += after[j..].iter().map(|r| root_bytes(r)).sum::<usize>();
-    2 + roots + after.len().saturating_sub(1)
+    2 + roots + count.saturating_sub(1)
 }
 
 /// Counts what is written to it.

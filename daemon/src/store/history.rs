@@ -19,7 +19,7 @@ use rootsd_proto::{Root, WorkspaceName};
 use crate::limits::{HISTORY_ENTRIES, HISTORY_ENTRY_ROOT_BYTES, LOG_PAGE_BYTES};
 use crate::store::model::{
     Change, Contents, HistoryEntryV1, OmittedV1, Origin, PeerV1, RenamedV1, StoredRootV1,
-    StoredWorkspaceV1, same_name, same_uri,
+    StoredWorkspaceV1, same_name, same_uri, unshared,
 };
 
 /// What `change` did to its workspace, which held `previous` before it; `None` for a change
@@ -29,7 +29,7 @@ use crate::store::model::{
 pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<HistoryEntryV1> {
     let origin = change.origin.clone()?;
     let before: &[Arc<StoredRootV1>] = previous.map_or(&[], |w| &w.roots);
-    let after = &change.state.roots;
+    let (before, after) = unshared(before, &change.state.roots);
     // One walk over both lists pairs the roots they hold in the same order (`kept`: which old
     // roots found their new one), without hashing every URI of a large workspace on every
     // change; only the roots the walk could not pair (removed, added, or moved) are hashed.

@@ -26,7 +26,7 @@ pub(crate) use history::log;
 pub use model::Contents;
 pub(crate) use model::{
     Change, Origin, PeerV1, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, bounded_text,
-    same_uri,
+    same_uri, unshared,
 };
 pub use start::{Opened, Outcome};
 

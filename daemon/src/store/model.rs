@@ -119,6 +119,33 @@ pub fn same_uri(a: &Arc<StoredRootV1>, b: &Arc<StoredRootV1>) -> bool {
     Arc::ptr_eq(a, b) || same_text(&a.uri, &b.uri)
 }
 
+/// The two lists without the roots they share at their start and at their end (the same
+/// allocations, in the same places): what a change did lies between, since a change touches a
+/// few roots and leaves the rest of a large workspace shared by both states. For the walks that
+/// judge roots by content (a history entry, a listing's size), not by place: a delta must also
+/// say where new roots go, and the roots it moves past are not shared in that sense.
+pub fn unshared<'a>(
+    before: &'a [Arc<StoredRootV1>],
+    after: &'a [Arc<StoredRootV1>],
+) -> (&'a [Arc<StoredRootV1>], &'a [Arc<StoredRootV1>]) {
+    let prefix = before
+        .iter()
+        .zip(after)
+        .take_while(|(a, b)| Arc::ptr_eq(a, b))
+        .count();
+    let (before, after) = (&before[prefix..], &after[prefix..]);
+    let suffix = before
+        .iter()
+        .rev()
+        .zip(after.iter().rev())
+        .take_while(|(a, b)| Arc::ptr_eq(a, b))
+        .count();
+    (
+        &before[..before.len() - suffix],
+        &after[..after.len() - suffix],
+    )
+}
+
 /// Whether two shared texts are equal, by pointer first. std's comparison of `Arc<str>` always
 /// reads both texts (its pointer shortcut is only for sized types), and a large workspace's
 /// lists, compared root by root on every change, share almost all of theirs.
@@ -373,4 +400,49 @@ pub fn bounded_text(text: &str) -> String {
         end -= 1;
     }
     text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots(uris: &[&str]) -> Vec<Arc<StoredRootV1>> {
+        uris.iter()
+            .map(|uri| Arc::new(StoredRootV1::by_hand(uri, None)))
+            .collect()
+    }
+
+    fn uris(roots: &[Arc<StoredRootV1>]) -> Vec<&str> {
+        roots.iter().map(|r| &*r.uri).collect()
+    }
+
+    #[test]
+    fn unshared_leaves_what_lies_between_the_shared_ends() {
+        let before = roots(&["file:///a", "file:///b", "file:///c", "file:///d"]);
+        let mut renamed = before.clone();
+        Arc::make_mut(&mut renamed[1]).name = Some("b".into());
+        let (old, new) = unshared(&before, &renamed);
+        assert_eq!(
+            (uris(old), uris(new)),
+            (vec!["file:///b"], vec!["file:///b"])
+        );
+
+        let mut added = before.clone();
+        added.extend(roots(&["file:///e"]));
+        let (old, new) = unshared(&before, &added);
+        assert_eq!((uris(old), uris(new)), (vec![], vec!["file:///e"]));
+
+        let (old, new) = unshared(&before, &before);
+        assert!(old.is_empty() && new.is_empty());
+
+        // A copy with the same texts is not shared: only the same allocation is.
+        let copies = roots(&["file:///a", "file:///b", "file:///c", "file:///d"]);
+        let (old, new) = unshared(&before, &copies);
+        assert_eq!((old.len(), new.len()), (4, 4));
+
+        let mut removed = before.clone();
+        removed.remove(2);
+        let (old, new) = unshared(&before, &removed);
+        assert_eq!((uris(old), uris(new)), (vec!["file:///c"], vec![]));
+    }
 }
