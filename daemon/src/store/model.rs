@@ -14,7 +14,7 @@ use rootsd_proto::{Root, WorkspaceName};
 use serde::{Deserialize, Serialize};
 
 /// One workspace as stored.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredWorkspaceV1 {
     /// The store revision of the last change to this workspace.
     pub revision: u64,
@@ -31,7 +31,7 @@ pub struct StoredWorkspaceV1 {
 /// The texts are shared (`Arc<str>`), so that the copies a change makes of the roots it touches
 /// (out of the list its workspace shares with the state before, and into its history entry)
 /// copy no text, and compare equal by pointer.
-#[derive(Debug, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Eq, Serialize, Deserialize)]
 pub struct StoredRootV1 {
     pub uri: Arc<str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,47 +56,6 @@ pub struct StoredPublisherV1 {
     pub label: String,
     #[serde(default)]
     pub pid: u32,
-}
-
-// `clone_from` field by field: applying a change copies its workspace's new state over the old
-// one ([`Contents::apply`]), and copying into the list already there reuses its buffer.
-impl Clone for StoredWorkspaceV1 {
-    fn clone(&self) -> Self {
-        Self {
-            revision: self.revision,
-            roots: self.roots.clone(),
-        }
-    }
-
-    fn clone_from(&mut self, source: &Self) {
-        self.revision = source.revision;
-        self.roots.clone_from(&source.roots);
-    }
-}
-
-impl Clone for StoredRootV1 {
-    fn clone(&self) -> Self {
-        Self {
-            uri: self.uri.clone(),
-            name: self.name.clone(),
-            by_hand: self.by_hand,
-            published_by: self.published_by.clone(),
-        }
-    }
-
-    // Applying a change copies its workspace's new state over the old one root by root, and
-    // almost every root of a large workspace already shares its texts with its copy: those are
-    // left alone rather than released and taken again.
-    fn clone_from(&mut self, source: &Self) {
-        if !Arc::ptr_eq(&self.uri, &source.uri) {
-            self.uri = source.uri.clone();
-        }
-        if !same_pointer(&self.name, &source.name) {
-            self.name = source.name.clone();
-        }
-        self.by_hand = source.by_hand;
-        self.published_by.clone_from(&source.published_by);
-    }
 }
 
 // By hand, for the texts' pointer comparison first: the roots a change compares (its
@@ -152,16 +111,6 @@ pub fn unshared<'a>(
 #[inline]
 pub fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || a == b
-}
-
-/// Whether two names are the same shared text, or both absent.
-#[inline]
-fn same_pointer(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    }
 }
 
 /// [`same_text`] for a root's name, which it may lack.
