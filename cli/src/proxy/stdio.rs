@@ -541,19 +541,9 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         let Some(front) = self.lines.front() else {
             return Ok(Taken::All);
         };
-        let bytes = &front.bytes;
         let offered = front.len() - self.written;
-        let n = if self.written < bytes.len() && front.newline {
-            let parts = [
-                io::IoSlice::new(&bytes[self.written..]),
-                io::IoSlice::new(b"\n"),
-            ];
-            stream.write_vectored(&parts).await?
-        } else if self.written < bytes.len() {
-            stream.write(&bytes[self.written..]).await?
-        } else {
-            stream.write(b"\n").await?
-        };
+        let (parts, count) = unwritten(front, self.written);
+        let n = stream.write_vectored(&parts[..count]).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -574,19 +564,9 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     fn write_direct(&mut self) -> Option<io::Result<Taken>> {
         let fd = self.stream.as_ref()?.descriptor()?;
         let front = self.lines.front()?;
-        let bytes = &front.bytes;
         let offered = front.len() - self.written;
-        let result = if self.written < bytes.len() && front.newline {
-            let parts = [
-                io::IoSlice::new(&bytes[self.written..]),
-                io::IoSlice::new(b"\n"),
-            ];
-            rustix::io::writev(fd, &parts)
-        } else if self.written < bytes.len() {
-            rustix::io::write(fd, &bytes[self.written..])
-        } else {
-            rustix::io::write(fd, b"\n")
-        };
+        let (parts, count) = unwritten(front, self.written);
+        let result = rustix::io::writev(fd, &parts[..count]);
         let n = match result {
             Ok(0) => return Some(Err(io::ErrorKind::WriteZero.into())),
             Ok(n) => n,
@@ -628,6 +608,19 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         self.held.clear();
         self.queued = 0;
         self.stream = None;
+    }
+}
+
+/// What is left to write of `front` after its first `written` bytes, as the slices one
+/// vectored write offers: the rest of its bytes and its newline (which is written beside the
+/// line rather than appended to it), whichever remain; the count says how many slices.
+fn unwritten(front: &Queued, written: usize) -> ([io::IoSlice<'_>; 2], usize) {
+    let rest = front.bytes.get(written..).unwrap_or_default();
+    let newline: &[u8] = if front.newline { b"\n" } else { b"" };
+    match (rest.is_empty(), newline.is_empty()) {
+        (false, false) => ([io::IoSlice::new(rest), io::IoSlice::new(newline)], 2),
+        (false, true) => ([io::IoSlice::new(rest), io::IoSlice::new(&[])], 1),
+        (true, _) => ([io::IoSlice::new(newline), io::IoSlice::new(&[])], 1),
     }
 }
 
