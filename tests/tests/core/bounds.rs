@@ -92,13 +92,9 @@ fn a_watcher_that_stops_reading_gets_the_newest_state_not_every_change_it_missed
     let watching = watcher.request("watch", json!({}));
     assert!(watching.get("result").is_some(), "{watching}");
     let mut control = sb.connect();
-    // 100 roots with long names: every push is about 100 kB, so the watcher's socket is full
-    // after a couple, and the daemon has to hold back the rest.
-    let long_name = "n".repeat(1000);
-    let roots: Vec<Value> = (0..100)
-        .map(|i| json!({"uri": format!("file:///w/d{i}"), "name": format!("{long_name}{i}")}))
-        .collect();
-    let added = control.request("roots.add", json!({ "roots": roots }));
+    // Every push is about 100 kB, so the watcher's socket is full after a couple, and the
+    // daemon has to hold back the rest.
+    let added = add_long_roots(&mut control);
     assert!(added.get("result").is_some(), "{added}");
     let mut revision = 0;
     for i in 0..CHANGES {
@@ -148,11 +144,7 @@ fn a_session_that_stops_reading_holds_up_no_other_and_gets_the_newest_state() {
     register(&mut reading, "reading");
     let mut control = sb.connect();
     // Pushes of about 100 kB: the stuck session's socket is full after a couple.
-    let long_name = "n".repeat(1000);
-    let roots: Vec<Value> = (0..100)
-        .map(|i| json!({"uri": format!("file:///w/d{i}"), "name": format!("{long_name}{i}")}))
-        .collect();
-    let added = control.request("roots.add", json!({ "roots": roots }));
+    let added = add_long_roots(&mut control);
     let mut revision = added["result"]["revision"].as_u64().expect("the add");
     let expect_push = |client: &mut RawClient, revision: u64| {
         let pushed = client.read_json();
@@ -272,6 +264,16 @@ fn rootsctl_gives_up_on_a_daemon_that_does_not_answer() {
 
 /// Renames `file:///w/d0` to `renamed I`, a change that keeps every push the same length;
 /// returns the change's revision.
+/// Adds 100 roots with names of 1,000 bytes, so that every push of the workspace is about
+/// 100 kB; returns the answer.
+fn add_long_roots(control: &mut RawClient) -> Value {
+    let long_name = "n".repeat(1000);
+    let roots: Vec<Value> = (0..100)
+        .map(|i| json!({"uri": format!("file:///w/d{i}"), "name": format!("{long_name}{i}")}))
+        .collect();
+    control.request("roots.add", json!({ "roots": roots }))
+}
+
 fn rename_first_root(control: &mut RawClient, i: usize) -> u64 {
     let renamed = control.request(
         "roots.add",
