@@ -1,11 +1,12 @@
 //! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
 //! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
-//! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a change applied to the state readers
-//! see, published, and acknowledged. The database takes the changes once writes pause for 10 ms
-//! (or 64 are behind, and at every checkpoint), in one batch that writes each workspace they
-//! touched once: applying each change to sled as soon as no sync waited (sled's own work, and
-//! its I/O threads woken, per change) was most of a small change's cost and stood between the
-//! next writer and its sync whenever writers came back to back.
+//! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a
+//! change applied to the state readers see, published, and acknowledged. The database takes the
+//! changes once writes pause for 10 ms, and at every checkpoint, in one batch that writes each
+//! workspace they touched once: applying each change to sled as soon as no sync waited (sled's
+//! own work, and its I/O threads woken, per change) was most of a small change's cost, and
+//! catching up after every 64 changes still stopped the commit thread between two syncs in the
+//! middle of a burst of writers.
 //!
 //! The writers' view ("pending": every change written, durable or not) and the readers' view
 //! ("committed": durable changes only) are kept apart. A sync that fails fails every change it
@@ -32,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::store::database::Store;
 use crate::store::database::StoreError;
+use crate::store::database::{Behind, Store};
 use crate::store::history;
 use crate::store::journal::{Entry, Journal};
 use crate::store::model::{Change, Contents, HistoryEntryV1};
@@ -44,10 +45,11 @@ const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
 /// the journal stays short.
 const CHECKPOINT_AFTER_CHANGES: usize = 1000;
 /// The database takes the changes behind it (without a checkpoint's syncs) once writes pause
-/// for this long, or once this many are behind: so that writers back to back do not wait for
-/// it, and what waits for it in memory stays small under a steady trickle of changes.
+/// for this long, and at every checkpoint: so that writers back to back never wait for it
+/// between two syncs. What waits for it costs memory per workspace, not per change
+/// ([`Behind`]), and the checkpoint after [`CHECKPOINT_AFTER_CHANGES`] bounds how many
+/// revisions it spans under writes that never pause.
 const CATCH_UP_AFTER_IDLE: Duration = Duration::from_millis(10);
-const CATCH_UP_AFTER_CHANGES: usize = 64;
 
 /// How the store is doing, for `status` and `doctor`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -99,11 +101,9 @@ struct State {
     database_stale: bool,
     /// The revision the journal last recorded a checkpoint at.
     checkpointed: u64,
-    /// Durable, acknowledged changes the database has not taken yet, in order. It takes them
-    /// once writes pause for [`CATCH_UP_AFTER_IDLE`], once [`CATCH_UP_AFTER_CHANGES`] are
-    /// behind, and at every checkpoint, so this stays small (and each holds its workspace's
-    /// state shared, not copied).
-    behind: Vec<Change>,
+    /// Durable, acknowledged changes the database has not taken yet. It takes them once writes
+    /// pause for [`CATCH_UP_AFTER_IDLE`], and at every checkpoint.
+    behind: Behind,
     /// When a writer last wrote, or a checkpoint last failed: the next idle checkpoint comes
     /// [`CHECKPOINT_AFTER_IDLE`] after it, so a database that keeps failing is retried at that
     /// pace rather than in a busy loop.
@@ -158,7 +158,7 @@ impl Committer {
                 since_checkpoint: shrink,
                 database_stale: false,
                 checkpointed: 0,
-                behind: Vec::new(),
+                behind: Behind::default(),
                 last_write: Instant::now(),
                 closing: false,
                 stopped: false,
@@ -348,7 +348,7 @@ fn recover_from_panic(shared: &Shared, message: &str) {
         .database_problem
         .get_or_insert((problem, crate::clock::unix_secs()));
     state.database_stale = true;
-    state.behind.clear();
+    state.behind = Behind::default();
     let durable = state.durable_len;
     if let Err(cut) = state.journal.truncate(durable) {
         tracing::error!(error = %cut, "could not cut the journal back to its durable length");
@@ -381,9 +381,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 return checkpoint(shared, true);
             }
             let idle = state.last_write.elapsed();
-            if !state.behind.is_empty()
-                && (idle >= CATCH_UP_AFTER_IDLE || state.behind.len() >= CATCH_UP_AFTER_CHANGES)
-            {
+            if !state.behind.is_empty() && idle >= CATCH_UP_AFTER_IDLE {
                 let behind = std::mem::take(&mut state.behind);
                 drop(state);
                 catch_up_database(shared, &behind);
@@ -432,7 +430,9 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 drop(state);
                 let published = publish(shared, batch);
                 state = lock(&shared.state);
-                state.behind.extend(published);
+                for change in published {
+                    state.behind.push(change);
+                }
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
                     || state.journal.wants_compaction()
                 {
@@ -491,11 +491,11 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
 }
 
 /// Hands the database the durable changes it has not taken yet, as one batch.
-fn catch_up_database(shared: &Shared, changes: &[Change]) {
+fn catch_up_database(shared: &Shared, behind: &Behind) {
     let applied = match lock(&shared.store).as_ref() {
         // The committed view holds these changes' history entries. Only this thread writes it,
         // so reading it while sled applies the batch holds up no writer.
-        Some(store) => store.apply(changes, &read(&shared.committed)),
+        Some(store) => store.catch_up(behind, &read(&shared.committed)),
         None => Ok(()),
     };
     if let Err(error) = applied {
@@ -644,9 +644,13 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     fn change(revision: u64) -> Change {
+        change_to("w", revision)
+    }
+
+    fn change_to(workspace: &str, revision: u64) -> Change {
         Change {
             revision,
-            workspace: rootsd_proto::WorkspaceName::new("w").unwrap(),
+            workspace: rootsd_proto::WorkspaceName::new(workspace).unwrap(),
             state: StoredWorkspaceV1 {
                 revision,
                 roots: vec![Arc::new(StoredRootV1 {
@@ -667,6 +671,59 @@ mod tests {
             .write(|pending| Ok::<_, StoreError>(Plan::Write(change(pending.revision + 1), ())))
             .unwrap();
         ticket.expect("a change has a ticket")
+    }
+
+    #[test]
+    fn writes_back_to_back_reach_the_database_each_workspace_as_its_last_change_left_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let journal = Journal::create(
+            &dir.path().join(crate::store::journal::FILE_NAME),
+            &Contents::default(),
+            0,
+        )
+        .unwrap();
+        let committed = Arc::new(RwLock::new(Contents::default()));
+        let committer = Committer::start(
+            journal,
+            Store::open(&db).unwrap(),
+            Contents::default(),
+            committed.clone(),
+            Box::new(|_, _| {}),
+        )
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // Three workspaces, each changed fifty times, with no pause for the database to take
+        // them: they wait for it as one change per workspace.
+        let workspaces = ["a", "b", "c"];
+        for n in 0..150 {
+            let ((), ticket) = committer
+                .write(|pending| {
+                    let next = change_to(workspaces[n % 3], pending.revision + 1);
+                    Ok::<_, StoreError>(Plan::Write(next, ()))
+                })
+                .unwrap();
+            let synced = runtime.block_on(ticket.expect("a change has a ticket"));
+            assert!(matches!(synced, Ok(Ok(()))), "change {n}: {synced:?}");
+        }
+        committer.close().unwrap();
+        // The committer holds the database's lock until it is gone.
+        drop(committer);
+        let stored = Store::open(&db).unwrap().load().unwrap();
+        let committed = committed.read().unwrap();
+        assert_eq!(stored.revision, 150);
+        assert_eq!(stored.workspaces, committed.workspaces);
+        for (name, last) in workspaces.iter().zip([148, 149, 150]) {
+            let workspace = &stored.workspaces[&rootsd_proto::WorkspaceName::new(*name).unwrap()];
+            assert_eq!(workspace.revision, last, "{name}");
+            assert_eq!(
+                &*workspace.roots[0].uri,
+                format!("file:///r{last}"),
+                "{name}"
+            );
+        }
     }
 
     #[test]

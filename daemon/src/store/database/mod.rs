@@ -59,8 +59,11 @@ use rootsd_proto::WorkspaceName;
 use crate::limits::HISTORY_ENTRIES;
 use crate::store::model::{Change, Contents, HistoryEntryV1, StoredWorkspaceV1};
 
+mod behind;
 mod layout;
 mod mirror;
+
+pub use behind::Behind;
 
 use layout::{BUCKET_PREFIX, HeaderV2, WORKSPACE_PREFIX};
 use mirror::{Assembly, Mirror, Writes};
@@ -491,20 +494,26 @@ impl Store {
     /// `after` (the contents once they are applied), each in the slot of the entry it pushes
     /// out of the window. Durable only after a checkpoint: the journal holds them until then.
     pub fn apply(&self, changes: &[Change], after: &Contents) -> Result<(), StoreError> {
+        self.catch_up(&changes.iter().cloned().collect(), after)
+    }
+
+    /// Applies the changes `behind` as [`Store::apply`] does: each workspace as its last change
+    /// left it, and the history entries of every revision behind.
+    pub fn catch_up(&self, behind: &Behind, after: &Contents) -> Result<(), StoreError> {
         let mut mirror = self.mirror();
-        let writes = self.writes_of(&mut mirror, changes, after)?;
+        let writes = self.writes_of(&mut mirror, behind, after)?;
         self.write_batch(&mut mirror, writes)
     }
 
-    /// The keys and values that apply `changes` (see [`Store::apply`]), with the mirror moved
+    /// The keys and values that apply `behind` (see [`Store::catch_up`]), with the mirror moved
     /// on to them; read from the database first if no load or rewrite has built it yet.
     fn writes_of(
         &self,
         mirror: &mut Option<Mirror>,
-        changes: &[Change],
+        behind: &Behind,
         after: &Contents,
     ) -> Result<Writes, StoreError> {
-        let (Some(first), Some(last)) = (changes.first(), changes.last()) else {
+        let Some((first, last)) = behind.span() else {
             return Ok(Writes::new());
         };
         let mirror = match mirror {
@@ -515,20 +524,17 @@ impl Store {
             }
         };
         let mut writes = Writes::new();
-        // Each workspace is written once, as the batch's last change left it: a burst of
+        // Each workspace is written once, as the last change behind left it: a burst of
         // changes to one workspace writes each bucket it touched once.
-        let mut written = HashSet::new();
-        for change in changes.iter().rev() {
-            if written.insert(&change.workspace) {
-                mirror.write(&change.workspace, &change.state, &mut writes);
-            }
+        for change in behind.latest() {
+            mirror.write(&change.workspace, &change.state, &mut writes);
         }
-        writes.push((REVISION_KEY.to_vec(), last.revision.to_be_bytes().to_vec()));
+        writes.push((REVISION_KEY.to_vec(), last.to_be_bytes().to_vec()));
         let new = after
             .history
             .iter()
             .rev()
-            .take_while(|entry| entry.revision >= first.revision);
+            .take_while(|entry| entry.revision >= first);
         for entry in new {
             writes.push((history_key(entry.revision), encode_entry(entry)));
         }

@@ -353,7 +353,8 @@ fn random_bursts(store: &Store, contents: &mut Contents, count: u64, dice: &mut 
 /// asserting what a change writes.
 fn planned(store: &Store, changes: &[Change], after: &Contents) -> Writes {
     let mut mirror = store.mirror();
-    let writes = store.writes_of(&mut mirror, changes, after).unwrap();
+    let behind = changes.iter().cloned().collect();
+    let writes = store.writes_of(&mut mirror, &behind, after).unwrap();
     store.write_batch(&mut mirror, writes.clone()).unwrap();
     writes
 }
