@@ -4,7 +4,7 @@
 //! what was read: a host that wrote it meanwhile is not overwritten.
 
 use std::fs;
-use std::io::{self, Write as _};
+use std::io::{self, Read as _, Write as _};
 use std::os::unix::fs::{
     DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
 };
@@ -92,11 +92,41 @@ pub fn replace(path: &Path, expected: &[u8], new: &[u8]) -> Result<(), WriteErro
     let target = fs::canonicalize(path)?;
     let meta = fs::metadata(&target)?;
     // Re-read just before writing: what the planner saw must still be the file.
-    if read(&target)?.as_deref() != Some(expected) {
+    if !holds(&target, expected)? {
         return Err(WriteError::Changed);
     }
     write_new(&target, new, Some(&meta))?;
     Ok(())
+}
+
+/// Whether the file at `path` holds exactly `expected`. It is read a piece at a time: reading a
+/// large file whole a second time cost a fresh buffer of its size, whose page faults cost about
+/// as much as the read.
+fn holds(path: &Path, expected: &[u8]) -> io::Result<bool> {
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if file.metadata()?.len() != expected.len() as u64 {
+        return Ok(false);
+    }
+    let mut piece = vec![0; 64 << 10];
+    let mut at = 0;
+    loop {
+        let n = match file.read(&mut piece) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(at == expected.len());
+        }
+        if expected.get(at..at + n) != Some(&piece[..n]) {
+            return Ok(false);
+        }
+        at += n;
+    }
 }
 
 /// Writes `path` atomically, with `like`'s mode and owner (else mode 0600).
@@ -153,6 +183,30 @@ mod tests {
             1,
             "no temporary file is left"
         );
+    }
+
+    #[test]
+    fn a_file_is_held_only_byte_for_byte_whatever_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("big.json");
+        // Longer than one piece, so that a difference past the first is found too.
+        let text: Vec<u8> = (0..200_000u32).map(|n| b'a' + (n % 26) as u8).collect();
+        fs::write(&file, &text).unwrap();
+        assert!(holds(&file, &text).unwrap());
+        let mut late = text.clone();
+        late[150_000] = b'!';
+        assert!(
+            !holds(&file, &late).unwrap(),
+            "a byte changed past the first piece"
+        );
+        assert!(
+            !holds(&file, &text[..text.len() - 1]).unwrap(),
+            "one byte shorter"
+        );
+        let mut longer = text.clone();
+        longer.push(b'\n');
+        assert!(!holds(&file, &longer).unwrap(), "one byte longer");
+        assert!(!holds(&dir.path().join("gone.json"), &text).unwrap());
     }
 
     #[test]
