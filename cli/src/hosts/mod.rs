@@ -27,6 +27,7 @@ pub mod tree;
 pub mod write;
 pub mod yaml;
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,9 @@ struct Context {
     home: PathBuf,
     env: Env,
     os: Os,
+    /// Whether Claude Code runs, found in /proc on a thread of its own once asked for
+    /// ([`Context::look_for_claude`]).
+    claude: RefCell<Option<running::Scan>>,
 }
 
 impl Context {
@@ -59,6 +63,7 @@ impl Context {
             home,
             env: Env { codex_home },
             os: Os::current(),
+            claude: RefCell::new(None),
         })
     }
 
@@ -66,13 +71,27 @@ impl Context {
         record::dir(&self.home)
     }
 
+    /// Starts looking for running Claude Code sessions, if `hosts` include it, so that /proc is
+    /// read while the files are read and planned: reading every process's name costs about as
+    /// much as planning a large file.
+    fn look_for_claude(&self, hosts: &[&Host]) {
+        if hosts.iter().any(|host| host.id == "claude-code") {
+            self.claude
+                .borrow_mut()
+                .get_or_insert_with(|| running::Scan::start(&self.home));
+        }
+    }
+
     /// Whether `file` is Claude Code's `~/.claude.json`, which running sessions rewrite.
     fn claude_busy(&self, host: &Host, file: &Path) -> Option<Vec<u32>> {
         if host.id != "claude-code" || file != self.home.join(".claude.json") {
             return None;
         }
-        let pids = running::claude_code(&self.home);
-        (!pids.is_empty()).then_some(pids)
+        let mut claude = self.claude.borrow_mut();
+        let pids = claude
+            .get_or_insert_with(|| running::Scan::start(&self.home))
+            .pids();
+        (!pids.is_empty()).then(|| pids.to_vec())
     }
 }
 
@@ -253,6 +272,7 @@ fn wrap_hosts(
         Record::load(&state).map_err(UsageError)?
     };
     let mut refused = 0;
+    context.look_for_claude(&hosts);
     let files = found(context, &hosts, &args.project);
     if files.is_empty() {
         writeln!(
@@ -270,7 +290,6 @@ fn wrap_hosts(
         let editor = f.host.format.editor();
         let planned = f
             .text
-            .clone()
             .and_then(|t| plan::wrap(&t, editor, &f.host.shape, &wrapping).map(|p| (t, p)));
         let (text, planned) = match planned {
             Ok(ok) => ok,

@@ -4,7 +4,44 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+/// A look through /proc for Claude Code ([`claude_code`]) on a thread of its own, whose answer
+/// is waited for only when it is needed.
+pub struct Scan {
+    home: PathBuf,
+    started: Option<JoinHandle<Vec<u32>>>,
+    pids: Option<Vec<u32>>,
+}
+
+impl Scan {
+    /// Starts looking; a scan whose thread cannot start looks when asked instead.
+    pub fn start(home: &Path) -> Self {
+        let owned = home.to_owned();
+        let started = std::thread::Builder::new()
+            .name("claude-scan".to_owned())
+            .spawn(move || claude_code(&owned))
+            .ok();
+        Self {
+            home: home.to_owned(),
+            started,
+            pids: None,
+        }
+    }
+
+    /// The pids found, sorted.
+    pub fn pids(&mut self) -> &[u32] {
+        let home = &self.home;
+        let started = &mut self.started;
+        self.pids.get_or_insert_with(|| {
+            started
+                .take()
+                .and_then(|scan| scan.join().ok())
+                .unwrap_or_else(|| claude_code(home))
+        })
+    }
+}
 
 /// The pids of the Claude Code processes running with `home` as their home.
 pub fn claude_code(home: &Path) -> Vec<u32> {
