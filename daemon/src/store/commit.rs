@@ -38,6 +38,7 @@ use crate::store::database::{Behind, Store};
 use crate::store::history;
 use crate::store::journal::{Entry, Journal};
 use crate::store::model::{Change, Contents, HistoryEntryV1};
+use crate::store::reaper::Reaper;
 
 /// How long writes must pause before the database is checkpointed.
 const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
@@ -122,6 +123,8 @@ struct Shared {
     /// The database's directory, to reopen it even when no handle is left.
     db_dir: std::path::PathBuf,
     on_durable: OnDurable,
+    /// Where the states that changes replaced are let go of.
+    reaper: Reaper,
 }
 
 /// The commit thread and what writers need to reach it.
@@ -168,6 +171,7 @@ impl Committer {
             db_dir: store.dir().to_owned(),
             store: Mutex::new(Some(store)),
             on_durable,
+            reaper: Reaper::start(),
         });
         let thread = {
             let shared = shared.clone();
@@ -431,7 +435,9 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 let published = publish(shared, batch);
                 state = lock(&shared.state);
                 for change in published {
-                    state.behind.push(change);
+                    if let Some(replaced) = state.behind.push(change) {
+                        shared.reaper.retire(replaced.state);
+                    }
                 }
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
                     || state.journal.wants_compaction()
@@ -475,7 +481,9 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
 fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
     let mut changes = Vec::with_capacity(batch.len());
     for written in batch {
-        write(&shared.committed).apply_recorded(&written.change, written.entry);
+        // The state the change replaces is let go of by the reaper, once its writers are
+        // answered.
+        let replaced = write(&shared.committed).apply_recorded(&written.change, written.entry);
         // Publishing reads only the changed workspace, under a read lock: cloning the whole
         // contents per change made a burst of changes quadratic in the number of workspaces.
         // Only this thread writes `committed`, so no change can slip in between.
@@ -484,6 +492,9 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
         drop(committed);
         for waiter in written.waiters {
             let _ = waiter.send(Ok(()));
+        }
+        if let Some(replaced) = replaced {
+            shared.reaper.retire(replaced);
         }
         changes.push(written.change);
     }

@@ -131,8 +131,13 @@ impl Contents {
 
     /// [`Contents::apply`] with the change's history entry already computed (by [`entry`],
     /// against the state of its workspace this applies it to), so that the commit thread does
-    /// not walk a large workspace again for the entry the writer's planning computed.
-    pub fn apply_recorded(&mut self, change: &Change, entry: Option<HistoryEntryV1>) {
+    /// not walk a large workspace again for the entry the writer's planning computed. Returns
+    /// the workspace's state it replaced, for the caller to let go of when it suits it.
+    pub fn apply_recorded(
+        &mut self,
+        change: &Change,
+        entry: Option<HistoryEntryV1>,
+    ) -> Option<Arc<StoredWorkspaceV1>> {
         debug_assert!(change.revision > self.revision, "changes apply in order");
         let window = crate::limits::HISTORY_ENTRIES as u64;
         while let Some(oldest) = self.history.front()
@@ -145,11 +150,10 @@ impl Contents {
         }
         self.revision = change.revision;
         match self.workspaces.get_mut(&change.workspace) {
-            Some(workspace) => *workspace = change.state.clone(),
-            None => {
-                self.workspaces
-                    .insert(change.workspace.clone(), change.state.clone());
-            }
+            Some(workspace) => Some(std::mem::replace(workspace, change.state.clone())),
+            None => self
+                .workspaces
+                .insert(change.workspace.clone(), change.state.clone()),
         }
     }
 }

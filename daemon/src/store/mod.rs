@@ -17,6 +17,7 @@ mod database;
 mod history;
 mod journal;
 mod model;
+mod reaper;
 mod start;
 
 pub use commit::Health;

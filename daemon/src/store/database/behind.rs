@@ -25,17 +25,19 @@ pub struct Behind {
 }
 
 impl Behind {
-    /// Takes in the next durable change. Changes come in revision order.
-    pub fn push(&mut self, change: Change) {
+    /// Takes in the next durable change, and returns the change to its workspace it replaces.
+    /// Changes come in revision order.
+    pub fn push(&mut self, change: Change) -> Option<Change> {
         self.span = Some(match self.span {
             Some((first, _)) => (first, change.revision),
             None => (change.revision, change.revision),
         });
         match self.at.get(&change.workspace) {
-            Some(&index) => self.latest[index] = change,
+            Some(&index) => Some(std::mem::replace(&mut self.latest[index], change)),
             None => {
                 self.at.insert(change.workspace.clone(), self.latest.len());
                 self.latest.push(change);
+                None
             }
         }
     }
@@ -59,7 +61,7 @@ impl FromIterator<Change> for Behind {
     fn from_iter<I: IntoIterator<Item = Change>>(changes: I) -> Self {
         let mut behind = Self::default();
         for change in changes {
-            behind.push(change);
+            let _replaced = behind.push(change);
         }
         behind
     }
