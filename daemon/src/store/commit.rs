@@ -33,8 +33,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::store::database::StoreError;
-use crate::store::database::{Behind, Store};
+use crate::store::database::{Behind, Store, StoreError};
 use crate::store::history;
 use crate::store::journal::{Entry, Journal};
 use crate::store::model::{Change, Contents, HistoryEntryV1};

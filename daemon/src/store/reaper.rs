@@ -12,7 +12,7 @@
 //! started, the state is dropped where it was retired, as before.
 
 use std::sync::Arc;
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::store::model::StoredWorkspaceV1;
@@ -51,15 +51,11 @@ impl Reaper {
         }
     }
 
-    /// Lets go of `state`, on the reaper's thread if it has room.
+    /// Lets go of `state`, on the reaper's thread if it has room, else here.
     pub fn retire(&self, state: Arc<StoredWorkspaceV1>) {
-        let Some(queue) = &self.queue else {
-            return;
-        };
-        match queue.try_send(state) {
-            Ok(()) => {}
-            // Dropped here, as without a reaper.
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
+        if let Some(queue) = &self.queue {
+            // A full queue, or a reaper gone, hands the state back, and it is dropped here.
+            let _ = queue.try_send(state);
         }
     }
 }
