@@ -12,7 +12,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::wire::{self, code};
 use tokio::io::AsyncReadExt as _;
 use tokio::time::Instant;
@@ -159,7 +158,10 @@ impl<'a> LineReader<'a> {
 
     /// Reads what `stream` has; `Ok(false)` once the peer has closed it. Cancel-safe: dropped
     /// before it completes, it has read nothing.
-    pub async fn fill(&mut self, stream: &Stream) -> Result<bool, FramingError> {
+    pub async fn fill<'s, S>(&mut self, stream: &'s S) -> Result<bool, FramingError>
+    where
+        &'s S: tokio::io::AsyncRead + Unpin,
+    {
         if self.buf.len() == self.buf.capacity() {
             self.grow()?;
         }

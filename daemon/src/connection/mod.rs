@@ -15,7 +15,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use interprocess::local_socket::tokio::Stream;
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
     self, AddRoots, Effect, ErrorObject, Hello, HelloResult, ListRoots, ListSessions,
@@ -35,12 +34,15 @@ use crate::info::{AdmittedPeer, DaemonInfo};
 use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, Tuning, WRITE_TIMEOUT};
 use crate::registry::{Next, Outbox, Published, Registry, Session, Socket};
 use crate::store::Health;
+use peer_socket::PeerSocket;
+
+mod peer_socket;
 
 /// Serves one connection until the client leaves, breaks framing, stops reading, or the daemon
 /// shuts down. `peer` is who connected and what it may do; `input` is the budget every
 /// connection's long lines share.
 pub async fn serve(
-    stream: Stream,
+    stream: interprocess::local_socket::tokio::Stream,
     peer: AdmittedPeer,
     registry: Arc<Registry>,
     info: Arc<DaemonInfo>,
@@ -53,6 +55,13 @@ pub async fn serve(
         partial_line_timeout,
     } = tuning;
     let _client = registry.client_connected();
+    let stream = match PeerSocket::new(stream) {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::warn!(%error, "could not take over an accepted connection; it is closed");
+            return;
+        }
+    };
     let socket = Arc::new(Shared(stream));
     let stream = &socket.0;
     let mut lines = LineReader::new(&input, partial_line_timeout);
@@ -143,12 +152,11 @@ pub async fn serve(
 
 /// The connection's socket, shared with the fan-out thread, which writes pushes to it while
 /// this task is idle (through its descriptor, so that it stays open while either holds it).
-struct Shared(Stream);
+struct Shared(PeerSocket);
 
 impl AsFd for Shared {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        let Stream::UdSocket(stream) = &self.0;
-        stream.as_fd()
+        self.0.as_fd()
     }
 }
 
@@ -156,7 +164,7 @@ impl AsFd for Shared {
 /// meanwhile: first the rest of a line the fan-out thread began, then `line`, then whatever the
 /// thread left for this task while it was busy; then the outbox is idle again.
 async fn send(
-    stream: &Stream,
+    stream: &PeerSocket,
     outbox: Option<&Outbox>,
     line: Option<&Outgoing>,
     shutdown: &CancellationToken,
@@ -180,7 +188,7 @@ async fn send(
 }
 
 async fn write_next(
-    stream: &Stream,
+    stream: &PeerSocket,
     next: &Next,
     shutdown: &CancellationToken,
 ) -> Result<(), WriteFailed> {
@@ -228,7 +236,7 @@ enum WriteFailed {
 /// Writes one line, giving up when the peer does not take it within [`WRITE_TIMEOUT`], or
 /// within [`SHUTDOWN_GRACE`] of a shutdown.
 async fn write_line(
-    stream: &Stream,
+    stream: &PeerSocket,
     line: &[u8],
     shutdown: &CancellationToken,
 ) -> Result<(), WriteFailed> {
