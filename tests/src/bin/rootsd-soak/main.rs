@@ -362,9 +362,7 @@ fn soak(options: &Options) -> bool {
     let memory = memory.join().expect("the memory sampler finished");
 
     // Sessions that left are gone from the daemon; the live ones are there.
-    let listed = control.request("sessions.list", json!({}))["result"]["sessions"]
-        .as_array()
-        .map_or(0, Vec::len);
+    let listed = listed_sessions(&mut control);
     if listed != options.sessions + live.len() {
         failures.push(format!(
             "rootsd lists {listed} sessions, not the {} registered plus {} live proxies",
@@ -473,5 +471,25 @@ fn soak(options: &Options) -> bool {
             println!("FAILED:         {failure}");
         }
         false
+    }
+}
+
+/// How many sessions the daemon lists, page by page: `sessions.list` answers in pages that fit
+/// a line (`limits::SESSIONS_PAGE_BYTES`), so 1,000 sessions take more than one.
+fn listed_sessions(control: &mut RawClient) -> usize {
+    let mut listed = 0;
+    let mut params = json!({});
+    loop {
+        let answer = control.request("sessions.list", params);
+        let sessions = answer["result"]["sessions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        listed += sessions.len();
+        let next = sessions.last().and_then(|session| session["id"].as_u64());
+        match next {
+            Some(last) if answer["result"]["more"] == true => params = json!({ "after": last }),
+            _ => return listed,
+        }
     }
 }
