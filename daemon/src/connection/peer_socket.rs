@@ -19,6 +19,12 @@ use std::task::{Context, Poll, ready};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
+/// The most one read asks for. A read into safe memory must zero it first, and a connection's
+/// buffer grows to a megabyte for a long line: asking for all of it zeroed the buffer's whole
+/// spare room on every read, up to half a megabyte per read while a long line arrives in small
+/// pieces. Bounded, each read zeroes at most what it may bring.
+const READ_WINDOW: usize = 64 << 10;
+
 pub struct PeerSocket {
     socket: AsyncFd<UnixStream>,
     /// A second descriptor of the socket, registered for writability while a write waits for
@@ -30,7 +36,6 @@ impl PeerSocket {
     /// Takes over an accepted connection from the listener's runtime registration.
     pub fn new(stream: interprocess::local_socket::tokio::Stream) -> io::Result<Self> {
         let interprocess::local_socket::tokio::Stream::UdSocket(stream) = stream;
-        // `into_std` leaves the descriptor non-blocking, as `AsyncFd` needs it.
         let fd = OwnedFd::try_from(stream)?;
         Self::from_std(UnixStream::from(fd))
     }
@@ -97,7 +102,7 @@ impl AsyncRead for &PeerSocket {
     ) -> Poll<io::Result<()>> {
         loop {
             let mut guard = ready!(self.socket.poll_read_ready(cx))?;
-            let unfilled = buf.initialize_unfilled();
+            let unfilled = buf.initialize_unfilled_to(buf.remaining().min(READ_WINDOW));
             match guard.try_io(|socket| socket.get_ref().read(unfilled)) {
                 Ok(Ok(n)) => {
                     buf.advance(n);
