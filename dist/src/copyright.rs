@@ -5,6 +5,9 @@
 const HOLDERS: &str = "2026 The rootsd developers";
 const MIT: &str = include_str!("../../LICENSE-MIT");
 const APACHE: &str = include_str!("../../LICENSE-APACHE");
+/// The database crate rootsd carries a mended copy of (`vendor/sled`, see its ROOTSD.md): its
+/// own copyright lines, under the same two licences.
+const SLED_MIT: &str = include_str!("../../vendor/sled/LICENSE-MIT");
 
 pub fn text() -> String {
     let mut out = format!(
@@ -16,6 +19,14 @@ pub fn text() -> String {
          Copyright: {HOLDERS}\n\
          License: MIT or Apache-2.0\n"
     );
+    out.push_str("\nFiles: vendor/sled/*\nCopyright:");
+    for holder in SLED_MIT
+        .lines()
+        .filter_map(|l| l.strip_prefix("Copyright (c) "))
+    {
+        out.push_str(&format!(" {holder}\n"));
+    }
+    out.push_str("License: MIT or Apache-2.0\n");
     for (name, text) in [("MIT", MIT), ("Apache-2.0", APACHE)] {
         out.push_str(&format!("\nLicense: {name}\n"));
         out.push_str(&indented(text));
@@ -46,6 +57,20 @@ mod tests {
         let text = text();
         assert!(!text.contains("Source:"), "{text}");
         assert!(!text.contains(".invalid"), "{text}");
+    }
+
+    #[test]
+    fn the_vendored_database_crate_has_its_own_holders() {
+        let text = text();
+        let stanza = text
+            .split("\n\n")
+            .find(|p| p.starts_with("Files: vendor/sled/*\n"))
+            .expect("a stanza for vendor/sled");
+        assert!(
+            stanza.contains("Copyright: 2018 Tyler Neely\n 2019 Tyler Neely\n"),
+            "{stanza}"
+        );
+        assert!(stanza.ends_with("License: MIT or Apache-2.0"), "{stanza}");
     }
 
     #[test]

@@ -249,10 +249,10 @@ const PATH_ATTRIBUTE_EXEMPT: [(&str, &str); 1] = [(
      package (fuzz/ is a workspace of its own), and no module path reaches another package's file",
 )];
 
-/// Every `.rs` file of the workspace, whatever its crate: all but build output, installed
-/// dependencies and hidden directories.
+/// Every `.rs` file of the workspace, whatever its crate: all but build output, installed or
+/// vendored dependencies (`vendor/sled` keeps its authors' rules) and hidden directories.
 fn every_rust_file() -> Vec<PathBuf> {
-    let skipped = ["target", "node_modules", "venv"];
+    let skipped = ["target", "node_modules", "venv", "vendor"];
     let mut found = Vec::new();
     let mut pending = vec![workspace()];
     while let Some(dir) = pending.pop() {
