@@ -1,8 +1,10 @@
 //! The proxy's connection to rootsd: register the session, receive the workspace's lists, report
 //! the session's state, publish the host's roots, and survive the daemon going away.
 //!
-//! The link runs as its own task so that the relay never waits for the daemon: roots are served
-//! from the last list the daemon pushed. The relay hands the link its whole session state each
+//! The link runs on a thread of its own, with a runtime of its own, so that the relay never waits
+//! for the daemon (roots are served from the last list the daemon pushed) and the daemon's pushes
+//! are read while the relay loop waits for its pipes without the runtime (`wait`), which it
+//! wakes with a bell. The relay hands the link its whole session state each
 //! time it changes; the link keeps only the newest, sends it, and registers with it after a
 //! reconnection, so the daemon always holds exactly what the proxy knows. Publications of the
 //! host's roots (`--host-roots publish`) work the same way: the newest replaces the last, and
@@ -21,6 +23,7 @@ use rootsd_proto::wire::{
 use rootsd_relay::{Publication, PublishAck};
 use tokio::sync::watch;
 
+use super::wait::Ringer;
 use crate::autostart::Target;
 use crate::client::{Client, ClientError};
 use crate::output::escape_controls;
@@ -62,6 +65,7 @@ pub fn spawn(
     target: Target,
     params: RegisterParams,
     roots: watch::Sender<Option<RootsSnapshot>>,
+    bell: Ringer,
 ) -> Link {
     let (states, receiver) = watch::channel(params.state.clone());
     let (publications, publication_receiver) = watch::channel(None);
@@ -71,9 +75,27 @@ pub fn spawn(
         states: receiver,
         publications: publication_receiver,
         acks: ack_sender,
+        bell,
         declined: Vec::new(),
     };
-    tokio::spawn(run(target, params, channels));
+    // A thread of its own, with a runtime of its own: the relay loop waits for its pipes without
+    // the runtime when it can (`wait`), and the link must go on reading the daemon meanwhile.
+    let started = std::thread::Builder::new()
+        .name("rootsctl-link".into())
+        .spawn(move || match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(run(target, params, channels)),
+            Err(error) => eprintln!(
+                "rootsctl proxy: cannot start the link to rootsd ({error}); the session goes on without the daemon's roots"
+            ),
+        });
+    if let Err(error) = started {
+        eprintln!(
+            "rootsctl proxy: cannot start the link to rootsd ({error}); the session goes on without the daemon's roots"
+        );
+    }
     Link {
         states,
         publications,
@@ -87,9 +109,30 @@ struct Channels {
     states: watch::Receiver<SessionState>,
     publications: watch::Receiver<Option<Publication>>,
     acks: watch::Sender<Option<PublishAck>>,
+    /// Rung after each list or acknowledgement handed over, for the relay loop's own wait.
+    bell: Ringer,
     /// What the daemon last said it did not publish because the user removed it, to say so
     /// once per change.
     declined: Vec<String>,
+}
+
+impl Channels {
+    /// Hands the relay a list; an error once it is gone.
+    fn hand_over(
+        &self,
+        snapshot: RootsSnapshot,
+    ) -> Result<(), watch::error::SendError<Option<RootsSnapshot>>> {
+        self.roots.send(Some(snapshot))?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// Tells the relay what became of a publication.
+    fn acknowledge(&self, ack: PublishAck) {
+        if self.acks.send(Some(ack)).is_ok() {
+            self.bell.ring();
+        }
+    }
 }
 
 async fn run(target: Target, mut params: RegisterParams, mut channels: Channels) {
@@ -137,7 +180,7 @@ async fn run(target: Target, mut params: RegisterParams, mut channels: Channels)
                     Err(lost) => Ended::Lost(lost),
                     Ok(newer) => {
                         // A newer list than the registration's follows as a push.
-                        if !newer && channels.roots.send(Some(snapshot)).is_err() {
+                        if !newer && channels.hand_over(snapshot).is_err() {
                             return;
                         }
                         serve(&mut client, &mut channels).await
@@ -213,7 +256,7 @@ async fn serve(client: &mut Client, channels: &mut Channels) -> Ended {
         tokio::select! {
             pushed = client.next_push::<RootsChanged>() => match pushed {
                 Ok(snapshot) => {
-                    if channels.roots.send(Some(snapshot)).is_err() {
+                    if channels.hand_over(snapshot).is_err() {
                         return Ended::ProxyDone;
                     }
                 }
@@ -284,10 +327,10 @@ async fn publish(
             (PublishAck::Failed { generation }, 0)
         }
         Err(other) => {
-            let _ = channels.acks.send(Some(PublishAck::Failed { generation }));
+            channels.acknowledge(PublishAck::Failed { generation });
             return Err(other.to_string());
         }
     };
-    let _ = channels.acks.send(Some(ack));
+    channels.acknowledge(ack);
     Ok(revision)
 }

@@ -19,7 +19,8 @@
 //! resumes.
 //!
 //! This module is the event loop alone: what it reads each turn, and where each output goes. The
-//! daemon's side is `link`, the pipes `stdio`, the process [`server`].
+//! daemon's side is `link`, the pipes `stdio`, the process [`server`], and the loop's own wait for
+//! a busy session's two pipes, past the runtime, `wait`.
 
 mod launch;
 mod link;
@@ -27,7 +28,9 @@ mod news;
 mod running;
 pub mod server;
 mod stdio;
+mod wait;
 
+use std::os::fd::AsFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -46,6 +49,7 @@ use rootsd_relay::template::LaunchTemplate;
 use rootsd_relay::{Config, Output, Relay, Side, Streamed, label};
 use running::Running;
 use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound, Piece};
+use wait::{Turn, Wait};
 
 /// How long a session report whose only news is the fetch count may wait.
 const COUNT_REPORT_DELAY: Duration = Duration::from_secs(1);
@@ -145,6 +149,9 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         ..Config::new(!args.no_list_changed)
     };
     let mut relay = Relay::new(config, Instant::now());
+    // Rung by the link and on the signals below, so that the loop's own wait (`wait`) hands what
+    // they bring to the runtime.
+    let bell = wait::Bell::new().context("cannot make the relay loop's bell")?;
     let (roots_tx, roots) = watch::channel(None);
     let link::Link {
         states,
@@ -160,13 +167,16 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             instance: link::instance_id(),
         },
         roots_tx,
+        bell.ringer().context("cannot make the relay loop's bell")?,
     );
 
     // The daemon's news, the signals and the server's exit as one stream made once: a
     // `changed()` made anew on every turn registered with its channel and unregistered again
     // each time, whether or not anything changed.
     let signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    bell.ring_on(&[SIGTERM, SIGINT, SIGHUP])?;
     let mut news = News::new(roots, acks, signals);
+    let mut waiter = wait::Waiter::new(bell).context("cannot make the relay loop's wait")?;
     watch_exit(&mut slot, &mut news);
 
     let mut to_host = Outbound::new(stdio::stdout());
@@ -188,6 +198,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
     // The server line being forwarded to the host as it arrives (`rootsd_relay::Streamed`).
     let mut streamed: Option<Streamed> = None;
+    // The last turn took news: the loop does not wait by itself until a turn finds none.
+    let mut news_taken = false;
 
     loop {
         let relay_deadline = relay.next_deadline();
@@ -219,6 +231,30 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 // No server: the relay answers the host itself.
                 None => !to_host.is_full(),
             };
+        // The steady state of a busy session (a server running, nothing queued either way, no
+        // line streamed) waits for its two pipes with one `ppoll` and reads them itself.
+        let direct = match slot.as_mut() {
+            Some(running)
+                if !news_taken
+                    && reads_server
+                    && reads_host
+                    && streamed.is_none()
+                    && to_host.is_empty()
+                    && running.to_server.is_empty()
+                    && !running.retiring
+                    && running.exited.is_none() =>
+            {
+                let exit = running.exit_fd.as_ref().map(AsFd::as_fd);
+                let pid = running.server.pid().unwrap_or(0);
+                waiter.ready(&mut host_lines, &mut running.lines, pid, exit, wake_at)
+            }
+            _ => Wait::Runtime,
+        };
+        if matches!(direct, Wait::Runtime) && waiter.take_alert() {
+            // What rang may be a signal, which only the runtime's driver turns into news: a
+            // yield lets it look, since the loop may have waited past it.
+            tokio::task::yield_now().await;
+        }
         // The server's pipes, borrowed apart for the select below.
         let (lines, queue) = match slot.as_mut() {
             Some(r) => (
@@ -227,18 +263,37 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
             ),
             None => (None, None),
         };
-        // Biased: the streams first, in the order a busy session needs them, so that a turn
-        // with a line to relay polls nothing else.
-        tokio::select! {
-            biased;
-            line = server_line(lines), if reads_server => {
+        let turn = match direct {
+            Wait::Turn(turn) => turn,
+            // Biased: news first, so that a turn that returns anything else has found none
+            // waiting, which the loop's own wait relies on once the bell's flag is cleared; then
+            // the streams, in the order a busy session needs them.
+            Wait::Runtime => tokio::select! {
+                biased;
+                item = news.next() => Turn::News(item),
+                line = server_line(lines), if reads_server => Turn::Server(line),
+                line = host_lines.next_line(), if reads_host => Turn::Host(line),
+                () = to_host.drain() => Turn::Wrote,
+                () = server_drain(queue) => Turn::Wrote,
+                () = &mut timer, if wake_at.is_some() => Turn::Timer,
+            },
+        };
+        // A turn that took news proves nothing of what else is waiting (a wake-up may bring
+        // several), so the next one goes through the runtime, which looks at news first.
+        news_taken = matches!(turn, Turn::News(_));
+        match turn {
+            Turn::Server(line) => {
                 let running = slot.as_mut().expect("a server runs");
                 match line {
                     // A server being stopped for a restart says nothing to anyone.
                     Ok(Some(_)) if running.retiring => {}
-                    Ok(Some(Piece::Line(Line::Complete(line)))) => relay.from_server(line, Instant::now()),
+                    Ok(Some(Piece::Line(Line::Complete(line)))) => {
+                        relay.from_server(line, Instant::now())
+                    }
                     Ok(Some(Piece::Line(Line::TooLong(prefix)))) => {
-                        eprintln!("rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes");
+                        eprintln!(
+                            "rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes"
+                        );
                         relay.line_too_long(Side::Server, &prefix, MAX_LINE_BYTES);
                     }
                     // A long line whose fate its start settles goes on as it arrives; any other
@@ -267,11 +322,13 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     // A server that closed its stdout has ended the session, running or not.
                     Ok(None) | Err(_) => running.stdout_closed(Instant::now()),
                 }
-            },
-            line = host_lines.next_line(), if reads_host => match line {
+            }
+            Turn::Host(line) => match line {
                 Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
                 Ok(Some(Line::TooLong(prefix))) => {
-                    eprintln!("rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes");
+                    eprintln!(
+                        "rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes"
+                    );
                     relay.line_too_long(Side::Host, &prefix, MAX_LINE_BYTES);
                 }
                 Ok(None) | Err(_) => {
@@ -282,9 +339,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     }
                 }
             },
-            () = to_host.drain() => {}
-            () = server_drain(queue) => {}
-            item = news.next() => match item {
+            Turn::Wrote => {}
+            Turn::News(item) => match item {
                 Item::Roots(Some(snapshot)) => relay.roots_changed(snapshot, Instant::now()),
                 Item::Ack(Some(ack)) => relay.published(ack, Instant::now()),
                 Item::Roots(None) | Item::Ack(None) => {}
@@ -304,7 +360,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     }
                 }
             },
-            () = &mut timer, if wake_at.is_some() => {
+            Turn::Timer => {
                 let now = Instant::now();
                 if relay_deadline.is_some_and(|at| at <= now) {
                     relay.tick(now);

@@ -10,6 +10,7 @@
 //! restart ([`super::launch`]); only what its end means differs, which [`Running::retiring`]
 //! records.
 
+use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -48,12 +49,19 @@ pub(super) struct Running {
     output_deadline: Option<Instant>,
     /// It is being stopped for a restart: what it writes is dropped, and its end ends nothing.
     pub retiring: bool,
+    /// A pidfd of the server, readable once it exited, for the loop's own wait
+    /// (`wait::Waiter`); `None` where the kernel has none, and then the runtime waits.
+    pub exit_fd: Option<OwnedFd>,
 }
 
 impl Running {
     pub fn start(launch: &Launch) -> Result<Self, SpawnError> {
         let mut server = Server::spawn(launch)?;
         let (stdin, stdout) = server.pipes().expect("stdin and stdout were piped");
+        let exit_fd = server.pid().and_then(|pid| {
+            let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
         Ok(Self {
             server,
             to_server: Outbound::new(stdin),
@@ -63,6 +71,7 @@ impl Running {
             escalation: None,
             output_deadline: None,
             retiring: false,
+            exit_fd,
         })
     }
 

@@ -214,60 +214,83 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     async fn read(&mut self, offer: bool) -> io::Result<Option<Piece>> {
         loop {
-            if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
-                let end = self.searched + at;
-                let line = self.take_line(end);
-                return Ok(Some(Piece::Line(match self.discarding.take() {
-                    Some(prefix) => Line::TooLong(prefix),
-                    None if line.len() > MAX_LINE_BYTES => {
-                        let mut prefix = line;
-                        prefix.truncate(PREFIX_KEPT);
-                        Line::TooLong(prefix)
-                    }
-                    None => Line::Complete(line),
-                })));
+            if let Some(piece) = self.scan(offer) {
+                return Ok(piece);
             }
-            if offer
-                && self.mode == Mode::Whole
-                && !self.eof
-                && self.discarding.is_none()
-                && self.buffer.len() - self.start >= STREAM_AT
-            {
-                self.mode = Mode::Held;
-                self.compact();
-                self.searched = self.buffer.len();
-                return Ok(Some(Piece::Long));
-            }
-            if self.discarding.is_none() && self.buffer.len() - self.start > MAX_LINE_BYTES {
-                let keep = (self.buffer.len() - self.start).min(PREFIX_KEPT);
-                self.discarding = Some(self.buffer[self.start..self.start + keep].to_vec());
-            }
-            if self.discarding.is_some() {
-                // Only the prefix of an over-long line is kept; the rest is dropped as it comes.
-                self.buffer.clear();
-                self.buffer.shrink_to(READ_CHUNK);
-                self.start = 0;
-            }
-            if self.eof {
-                if let Some(prefix) = self.discarding.take() {
-                    return Ok(Some(Piece::Line(Line::TooLong(prefix))));
-                }
-                if self.start == self.buffer.len() {
-                    return Ok(None);
-                }
-                let end = self.buffer.len();
-                return Ok(Some(Piece::Line(Line::Complete(self.take_line(end)))));
-            }
-            self.compact();
-            self.searched = self.buffer.len();
-            if self.buffer.capacity() - self.buffer.len() < READ_CHUNK / 8 {
-                self.buffer.reserve(READ_CHUNK);
-            }
-            let read = self.stream.read_buf(&mut self.buffer).await?;
-            if read == 0 {
+            if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 self.eof = true;
             }
         }
+    }
+
+    /// The next line or piece the bytes already read make, as [`LineReader::try_read`] would
+    /// return it first, without reading: the relay loop asks before it waits for the stream.
+    pub fn buffered(&mut self, offer: bool) -> Option<Option<Piece>> {
+        debug_assert!(
+            !self.is_streaming(),
+            "streamed pieces are read through the runtime"
+        );
+        self.scan(offer)
+    }
+
+    /// Whether the reader is handing out a line in pieces ([`LineReader::stream`]).
+    pub fn is_streaming(&self) -> bool {
+        self.mode == Mode::Streaming
+    }
+
+    /// What the bytes read so far make: the next piece (`Some(None)` at the end of the stream),
+    /// or `None` when a read must come first, with the buffer made ready for it.
+    fn scan(&mut self, offer: bool) -> Option<Option<Piece>> {
+        if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
+            let end = self.searched + at;
+            let line = self.take_line(end);
+            return Some(Some(Piece::Line(match self.discarding.take() {
+                Some(prefix) => Line::TooLong(prefix),
+                None if line.len() > MAX_LINE_BYTES => {
+                    let mut prefix = line;
+                    prefix.truncate(PREFIX_KEPT);
+                    Line::TooLong(prefix)
+                }
+                None => Line::Complete(line),
+            })));
+        }
+        if offer
+            && self.mode == Mode::Whole
+            && !self.eof
+            && self.discarding.is_none()
+            && self.buffer.len() - self.start >= STREAM_AT
+        {
+            self.mode = Mode::Held;
+            self.compact();
+            self.searched = self.buffer.len();
+            return Some(Some(Piece::Long));
+        }
+        if self.discarding.is_none() && self.buffer.len() - self.start > MAX_LINE_BYTES {
+            let keep = (self.buffer.len() - self.start).min(PREFIX_KEPT);
+            self.discarding = Some(self.buffer[self.start..self.start + keep].to_vec());
+        }
+        if self.discarding.is_some() {
+            // Only the prefix of an over-long line is kept; the rest is dropped as it comes.
+            self.buffer.clear();
+            self.buffer.shrink_to(READ_CHUNK);
+            self.start = 0;
+        }
+        if self.eof {
+            if let Some(prefix) = self.discarding.take() {
+                return Some(Some(Piece::Line(Line::TooLong(prefix))));
+            }
+            if self.start == self.buffer.len() {
+                return Some(None);
+            }
+            let end = self.buffer.len();
+            return Some(Some(Piece::Line(Line::Complete(self.take_line(end)))));
+        }
+        self.compact();
+        self.searched = self.buffer.len();
+        if self.buffer.capacity() - self.buffer.len() < READ_CHUNK / 8 {
+            self.buffer.reserve(READ_CHUNK);
+        }
+        None
     }
 
     /// Removes the line from `start` to `end` (a newline, or the end of the stream) from the
@@ -369,6 +392,61 @@ pub trait Descriptor {
     fn descriptor(&self) -> Option<BorrowedFd<'_>>;
 }
 
+/// A stream whose non-blocking descriptor the relay loop may wait on and read from itself
+/// ([`LineReader::try_read`]).
+pub trait ReadDescriptor {
+    /// The descriptor, if reading from it directly is the same as reading from the stream: it
+    /// is non-blocking and the stream buffers nothing.
+    fn read_descriptor(&self) -> Option<BorrowedFd<'_>>;
+}
+
+impl ReadDescriptor for tokio::process::ChildStdout {
+    fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
+}
+
+impl ReadDescriptor for tokio::net::unix::pipe::Receiver {
+    fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.as_fd())
+    }
+}
+
+impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
+    /// The stream's descriptor, for a wait on it before [`LineReader::try_read`].
+    pub fn descriptor(&self) -> Option<BorrowedFd<'_>> {
+        self.stream.read_descriptor()
+    }
+
+    /// The next line or piece as [`LineReader::next_piece`] (with `offer`) or
+    /// [`LineReader::next_line`] make it, read straight from the stream's non-blocking
+    /// descriptor; `Ok(None)` if that would block, or if the stream has no such descriptor. For
+    /// the relay loop's own wait (`wait`), which has seen the descriptor readable. The
+    /// runtime's idea of its readiness is left as it was, which is sound: a read through the
+    /// runtime that finds nothing waits for the next readiness, as it would anyway. Not for a
+    /// line being streamed in pieces.
+    pub fn try_read(&mut self, offer: bool) -> io::Result<Option<Option<Piece>>> {
+        debug_assert!(
+            !self.is_streaming(),
+            "streamed pieces are read through the runtime"
+        );
+        loop {
+            if let Some(piece) = self.scan(offer) {
+                return Ok(Some(piece));
+            }
+            let Some(fd) = self.stream.read_descriptor() else {
+                return Ok(None);
+            };
+            match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut self.buffer)) {
+                Ok(0) => self.eof = true,
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return Ok(None),
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+}
+
 impl Descriptor for tokio::process::ChildStdin {
     fn descriptor(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
@@ -462,6 +540,11 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     }
 
     /// Whether the side is not keeping up: stop feeding it until it drains.
+    /// Nothing waits to be written.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
     pub fn is_full(&self) -> bool {
         let high_water = if self.open {
             STREAM_HIGH_WATER
@@ -688,6 +771,17 @@ impl Descriptor for Stdio {
             Self::PipeOut(s) => Some(s.as_fd()),
             // Tokio's stdout writes on a thread of its own, and may hold bytes until it does.
             Self::PipeIn(_) | Self::In(_) | Self::Out(_) => None,
+        }
+    }
+}
+
+impl ReadDescriptor for Stdio {
+    fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Self::Socket(s) => Some(s.as_fd()),
+            Self::PipeIn(s) => Some(s.as_fd()),
+            // Tokio's stdin reads on a thread of its own, into a buffer of its own.
+            Self::PipeOut(_) | Self::In(_) | Self::Out(_) => None,
         }
     }
 }
@@ -1053,6 +1147,55 @@ mod tests {
         assert!(
             pieces.iter().any(|p| kept.contains(&p.as_ptr())),
             "a recycled buffer was read into"
+        );
+    }
+
+    #[tokio::test]
+    async fn lines_read_from_a_pipe_directly_and_through_the_runtime_come_whole_in_order() {
+        use std::io::Write as _;
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let receiver =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).unwrap();
+        let mut lines = LineReader::new(receiver);
+        let complete = |piece: Option<Option<Piece>>| match piece {
+            Some(Some(Piece::Line(Line::Complete(line)))) => line,
+            _ => panic!("not a line"),
+        };
+        assert!(
+            lines.try_read(true).unwrap().is_none(),
+            "nothing to read yet"
+        );
+        writer
+            .write_all(
+                b"one
+tw",
+            )
+            .unwrap();
+        assert_eq!(complete(lines.try_read(true).unwrap()), b"one");
+        // Half a line read directly is finished by a read through the runtime...
+        assert!(lines.try_read(true).unwrap().is_none());
+        writer
+            .write_all(
+                b"o
+three
+fo",
+            )
+            .unwrap();
+        assert_eq!(complete(Some(lines.next_piece().await.unwrap())), b"two");
+        // ...and what that read brought beyond it is there for the next direct one.
+        assert_eq!(complete(lines.buffered(true)), b"three");
+        assert!(lines.buffered(true).is_none());
+        writer
+            .write_all(
+                b"ur
+",
+            )
+            .unwrap();
+        drop(writer);
+        assert_eq!(complete(lines.try_read(true).unwrap()), b"four");
+        assert!(
+            matches!(lines.try_read(true).unwrap(), Some(None)),
+            "the end of the stream"
         );
     }
 
