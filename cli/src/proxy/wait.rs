@@ -417,13 +417,9 @@ mod tests {
             heard.map_err(|e| e.kind()).unwrap_err() == io::ErrorKind::WouldBlock
         };
 
-        // A ring from another thread, once the wait has begun, ends it.
-        let ringing = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            ringer.ring();
-            ringer.ring();
-            ringer
-        });
+        // A ring that comes once the wait has begun ends it: here its byte alone, as a wait
+        // that read the flag just before the ring finds the bell.
+        (&waiter.bell.rung).write_all(b"!").unwrap();
         assert!(matches!(
             waiter.ready(
                 &mut host,
@@ -435,8 +431,22 @@ mod tests {
             Wait::Runtime
         ));
         assert!(Instant::now() < deadline, "the bell ended the wait");
-        let ringer = ringing.join().unwrap();
         assert!(heard_nothing(&waiter), "the wait silences what it heard");
+
+        // A ring before the wait: its flag waits for the runtime's turn, which clears it.
+        ringer.ring();
+        ringer.ring();
+        assert!(matches!(
+            waiter.ready(
+                &mut host,
+                &mut server,
+                1,
+                Some(running.as_fd()),
+                Some(deadline)
+            ),
+            Wait::Runtime
+        ));
+        assert!(Instant::now() < deadline);
         assert!(waiter.take_alert(), "the flag waits for the runtime's turn");
         assert!(!waiter.take_alert(), "and that turn clears it");
 
