@@ -401,6 +401,20 @@ mod tests {
         ));
     }
 
+    /// Whether the wait handed the turn to the runtime before `deadline`: what rang it, not the
+    /// deadline, ended it.
+    fn handed_over_early(
+        waiter: &mut Waiter,
+        host: &mut LineReader<Receiver>,
+        server: &mut LineReader<Receiver>,
+        pid: u32,
+        exit: Option<BorrowedFd<'_>>,
+        deadline: Instant,
+    ) -> bool {
+        let wait = waiter.ready(host, server, pid, exit, Some(deadline));
+        matches!(wait, Wait::Runtime) && Instant::now() < deadline
+    }
+
     #[tokio::test]
     async fn the_bell_and_the_servers_exit_hand_the_turn_to_the_runtime_before_the_deadline() {
         let (_to_server, mut server) = pipe();
@@ -409,8 +423,8 @@ mod tests {
         let ringer = bell.ringer().unwrap();
         let mut waiter = Waiter::new(bell).unwrap();
         let (running, _keep) = exit_fd(false);
+        let running = Some(running.as_fd());
         let deadline = Instant::now() + Duration::from_secs(30);
-
         let heard_nothing = |waiter: &Waiter| {
             let mut left = [0u8; 8];
             let heard = (&waiter.bell.heard).read(&mut left);
@@ -420,33 +434,21 @@ mod tests {
         // A ring that comes once the wait has begun ends it: here its byte alone, as a wait
         // that read the flag just before the ring finds the bell.
         (&waiter.bell.rung).write_all(b"!").unwrap();
-        assert!(matches!(
-            waiter.ready(
-                &mut host,
-                &mut server,
-                1,
-                Some(running.as_fd()),
-                Some(deadline)
-            ),
-            Wait::Runtime
-        ));
-        assert!(Instant::now() < deadline, "the bell ended the wait");
+        let early = handed_over_early(&mut waiter, &mut host, &mut server, 1, running, deadline);
+        assert!(early, "the bell ended the wait");
         assert!(heard_nothing(&waiter), "the wait silences what it heard");
 
         // A ring before the wait: its flag waits for the runtime's turn, which clears it.
         ringer.ring();
         ringer.ring();
-        assert!(matches!(
-            waiter.ready(
-                &mut host,
-                &mut server,
-                1,
-                Some(running.as_fd()),
-                Some(deadline)
-            ),
-            Wait::Runtime
+        assert!(handed_over_early(
+            &mut waiter,
+            &mut host,
+            &mut server,
+            1,
+            running,
+            deadline
         ));
-        assert!(Instant::now() < deadline);
         assert!(waiter.take_alert(), "the flag waits for the runtime's turn");
         assert!(!waiter.take_alert(), "and that turn clears it");
 
@@ -455,41 +457,34 @@ mod tests {
         ringer.ring();
         let (mut to_server, mut busy) = pipe();
         to_server.write_all(b"a line\n").unwrap();
-        assert!(matches!(
-            waiter.ready(
-                &mut host,
-                &mut busy,
-                3,
-                Some(running.as_fd()),
-                Some(deadline)
-            ),
-            Wait::Runtime
+        assert!(handed_over_early(
+            &mut waiter,
+            &mut host,
+            &mut busy,
+            3,
+            running,
+            deadline
         ));
         assert!(waiter.take_alert());
         assert!(heard_nothing(&waiter));
 
+        // Another server (as after a restart), whose pidfd the wait adds, has exited.
         let (exited, _keep) = exit_fd(true);
-        assert!(matches!(
-            waiter.ready(
-                &mut host,
-                &mut server,
-                // Another server (as after a restart), whose pidfd the wait adds.
-                2,
-                Some(exited.as_fd()),
-                Some(deadline)
-            ),
-            Wait::Runtime
-        ));
-        assert!(Instant::now() < deadline, "the exit ended the wait");
+        let exited = Some(exited.as_fd());
+        let early = handed_over_early(&mut waiter, &mut host, &mut server, 2, exited, deadline);
+        assert!(early, "the exit ended the wait");
         assert!(
             !waiter.failed,
             "the new server's descriptors were registered"
         );
         // No pidfd: the loop cannot see the server's exit, so it leaves the wait to the runtime.
-        assert!(matches!(
-            waiter.ready(&mut host, &mut server, 1, None, Some(deadline)),
-            Wait::Runtime
+        assert!(handed_over_early(
+            &mut waiter,
+            &mut host,
+            &mut server,
+            1,
+            None,
+            deadline
         ));
-        assert!(Instant::now() < deadline);
     }
 }
