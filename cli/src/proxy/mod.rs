@@ -175,6 +175,9 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     // each time, whether or not anything changed.
     let signals = signal_hook_tokio::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     bell.ring_on(&[SIGTERM, SIGINT, SIGHUP])?;
+    // A signal between the two registrations reached the runtime's handler alone: the first turn
+    // goes through the runtime and lets its driver look.
+    bell.ring();
     let mut news = News::new(roots, acks, signals);
     let mut waiter = wait::Waiter::new(bell).context("cannot make the relay loop's wait")?;
     watch_exit(&mut slot, &mut news);
@@ -232,7 +235,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 None => !to_host.is_full(),
             };
         // The steady state of a busy session (a server running, nothing queued either way, no
-        // line streamed) waits for its two pipes with one `ppoll` and reads them itself.
+        // line streamed) waits for its two pipes with an epoll of its own and reads them itself.
         let direct = match slot.as_mut() {
             Some(running)
                 if !news_taken
@@ -245,8 +248,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     && running.exited.is_none() =>
             {
                 let exit = running.exit_fd.as_ref().map(AsFd::as_fd);
-                let pid = running.server.pid().unwrap_or(0);
-                waiter.ready(&mut host_lines, &mut running.lines, pid, exit, wake_at)
+                let number = running.number;
+                waiter.ready(&mut host_lines, &mut running.lines, number, exit, wake_at)
             }
             _ => Wait::Runtime,
         };

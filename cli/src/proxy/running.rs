@@ -12,6 +12,7 @@
 
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rootsd_relay::template::Launch;
@@ -23,6 +24,9 @@ use super::stdio::{LineReader, Outbound};
 use crate::errors::SpawnError;
 
 /// After the server's stdin closes, how long it gets to exit on its own before SIGTERM.
+/// Servers started so far by this proxy, for [`Running::number`].
+static STARTED: AtomicU64 = AtomicU64::new(0);
+
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// After SIGTERM, how long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(3);
@@ -49,6 +53,9 @@ pub(super) struct Running {
     output_deadline: Option<Instant>,
     /// It is being stopped for a restart: what it writes is dropped, and its end ends nothing.
     pub retiring: bool,
+    /// Which server of the session this is, counting from 1: the loop's own wait registers a
+    /// new one's descriptors by it (a pid may come again).
+    pub number: u64,
     /// A pidfd of the server, readable once it exited, for the loop's own wait
     /// (`wait::Waiter`); `None` where the kernel has none, and then the runtime waits.
     pub exit_fd: Option<OwnedFd>,
@@ -71,6 +78,7 @@ impl Running {
             escalation: None,
             output_deadline: None,
             retiring: false,
+            number: STARTED.fetch_add(1, Ordering::Relaxed) + 1,
             exit_fd,
         })
     }

@@ -39,6 +39,9 @@ const BUFFER_HINT_MAX: usize = 4 << 20;
 /// A line still unfinished at this length is offered for streaming ([`Line::Long`]): one read's
 /// worth, so that lines a single read brings whole are never split.
 pub const STREAM_AT: usize = READ_CHUNK;
+/// How many reads [`LineReader::try_read`] makes at most before it leaves the rest to the
+/// runtime: 1 MiB of pipe at the most.
+const DIRECT_READS: usize = 16;
 
 /// The buffer a streamed line is read into, and handed on in, one read at a time. It is below
 /// glibc's mmap threshold, so the pieces come from (and go back to) the heap's free lists
@@ -430,7 +433,10 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
             !self.is_streaming(),
             "streamed pieces are read through the runtime"
         );
-        loop {
+        // A side that keeps its pipe full without ending a line (one being discarded, or held
+        // whole) is left to the runtime's reads after a few, which its budget bounds, so that
+        // news and deadlines get their turns meanwhile.
+        for _ in 0..DIRECT_READS {
             if let Some(piece) = self.scan(offer) {
                 return Ok(Some(piece));
             }
@@ -444,6 +450,7 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
                 Err(error) => return Err(error.into()),
             }
         }
+        Ok(self.scan(offer))
     }
 }
 
@@ -539,12 +546,12 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         self.open
     }
 
-    /// Whether the side is not keeping up: stop feeding it until it drains.
     /// Nothing waits to be written.
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
 
+    /// Whether the side is not keeping up: stop feeding it until it drains.
     pub fn is_full(&self) -> bool {
         let high_water = if self.open {
             STREAM_HIGH_WATER

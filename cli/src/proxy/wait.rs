@@ -4,8 +4,8 @@
 //! each through the runtime cost a park, the reactor's dispatch and a `select!` over every source:
 //! about a third of the proxy's instructions per relayed request. So in the steady state (a server
 //! running, nothing queued either way, no line streamed) the loop waits for the host's stdin and
-//! the server's stdout itself, with one `ppoll`, and reads whichever is ready straight from its
-//! descriptor.
+//! the server's stdout itself, with an epoll instance of its own, and reads whichever is ready
+//! straight from its descriptor.
 //!
 //! Everything else still goes through the runtime: the daemon's news, signals, the server's exit,
 //! writes that must wait, timers. The wait watches for each of them and hands the turn to the
@@ -110,6 +110,12 @@ impl Bell {
         Ok(())
     }
 
+    /// Rings it from the loop's own thread.
+    pub fn ring(&self) {
+        self.alert.store(true, Ordering::Release);
+        let _ = (&self.rung).write(b"!");
+    }
+
     /// Empties the socket.
     fn silence(&self) {
         let mut sink = [0u8; 64];
@@ -126,9 +132,10 @@ pub(super) struct Waiter {
     bell: Bell,
     /// The host's stdin is registered (once: it never changes).
     host_watched: bool,
-    /// The server whose stdout and exit are registered, by pid. A server's descriptors leave
-    /// the instance by themselves when they close, so a new server's are simply added.
-    server_watched: Option<u32>,
+    /// The server whose stdout and exit are registered, by its number in the session
+    /// (`Running::number`). A server's descriptors leave the instance by themselves when they
+    /// close, so a new server's are simply added.
+    server_watched: Option<u64>,
     /// Set when the instance failed: the runtime waits from then on.
     failed: bool,
     /// What one wait found, kept to wait into again.
@@ -163,12 +170,12 @@ impl Waiter {
     /// runtime handles may be due, and returns what the readable one brought, or why the
     /// runtime's turn is next.
     ///
-    /// `server` is the server `pid`'s stdout, and `exit` its pidfd.
+    /// `server` is the stdout of the session's server `number`, and `exit` its pidfd.
     pub fn ready<H, S>(
         &mut self,
         host: &mut LineReader<H>,
         server: &mut LineReader<S>,
-        pid: u32,
+        number: u64,
         exit: Option<BorrowedFd<'_>>,
         deadline: Option<Instant>,
     ) -> Wait
@@ -192,7 +199,7 @@ impl Waiter {
         else {
             return Wait::Runtime;
         };
-        let registered = self.watch(host_fd, server_fd, pid, exit);
+        let registered = self.watch(host_fd, server_fd, number, exit);
         if let Err(error) = registered {
             return self.give_up(error);
         }
@@ -256,17 +263,17 @@ impl Waiter {
         &mut self,
         host: BorrowedFd<'_>,
         server: BorrowedFd<'_>,
-        pid: u32,
+        number: u64,
         exit: BorrowedFd<'_>,
     ) -> rustix::io::Result<()> {
         if !self.host_watched {
             self.add(host, HOST)?;
             self.host_watched = true;
         }
-        if self.server_watched != Some(pid) {
+        if self.server_watched != Some(number) {
             self.add(server, SERVER)?;
             self.add(exit, EXIT)?;
-            self.server_watched = Some(pid);
+            self.server_watched = Some(number);
         }
         Ok(())
     }
@@ -407,11 +414,11 @@ mod tests {
         waiter: &mut Waiter,
         host: &mut LineReader<Receiver>,
         server: &mut LineReader<Receiver>,
-        pid: u32,
+        number: u64,
         exit: Option<BorrowedFd<'_>>,
         deadline: Instant,
     ) -> bool {
-        let wait = waiter.ready(host, server, pid, exit, Some(deadline));
+        let wait = waiter.ready(host, server, number, exit, Some(deadline));
         matches!(wait, Wait::Runtime) && Instant::now() < deadline
     }
 
@@ -453,8 +460,8 @@ mod tests {
         assert!(!waiter.take_alert(), "and that turn clears it");
 
         // While the flag is set, the loop does not wait by itself at all, even with a line
-        // read; clearing it silences the socket too.
-        ringer.ring();
+        // read (the flag alone here, without the socket's byte).
+        waiter.bell.alert.store(true, Ordering::Release);
         let (mut to_server, mut busy) = pipe();
         to_server.write_all(b"a line\n").unwrap();
         assert!(handed_over_early(
@@ -466,7 +473,14 @@ mod tests {
             deadline
         ));
         assert!(waiter.take_alert());
+        let after = line(waiter.ready(&mut host, &mut busy, 3, running, Some(deadline)));
+        assert_eq!(after, ("server", b"a line".to_vec()), "the line waited");
+        // Clearing the flag silences the socket too.
+        waiter.bell.ring();
+        assert!(waiter.take_alert());
         assert!(heard_nothing(&waiter));
+        // Its pipe closed, that server's descriptor leaves the wait.
+        drop((to_server, busy));
 
         // Another server (as after a restart), whose pidfd the wait adds, has exited.
         let (exited, _keep) = exit_fd(true);
