@@ -82,25 +82,30 @@ pub fn spawn(
     // the runtime when it can (`wait`), and the link must go on reading the daemon meanwhile.
     let started = std::thread::Builder::new()
         .name("rootsctl-link".into())
-        .spawn(move || match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(run(target, params, channels)),
-            Err(error) => eprintln!(
-                "rootsctl proxy: cannot start the link to rootsd ({error}); the session goes on without the daemon's roots"
-            ),
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(run(target, params, channels)),
+                Err(error) => not_started(&error),
+            }
         });
     if let Err(error) = started {
-        eprintln!(
-            "rootsctl proxy: cannot start the link to rootsd ({error}); the session goes on without the daemon's roots"
-        );
+        not_started(&error);
     }
     Link {
         states,
         publications,
         acks,
     }
+}
+
+/// Says that the link could not start (its thread or its runtime), and that the session goes on.
+fn not_started(error: &std::io::Error) {
+    eprintln!(
+        "rootsctl proxy: cannot start the link to rootsd ({error}); the session goes on without the daemon's roots"
+    );
 }
 
 /// The link task's ends of the channels.

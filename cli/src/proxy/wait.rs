@@ -74,11 +74,16 @@ pub struct Ringer {
 
 impl Ringer {
     pub fn ring(&self) {
-        self.alert.store(true, Ordering::Release);
-        // The socket is non-blocking: a full one is a bell already ringing, and nothing else
-        // can fail that matters here.
-        let _ = (&self.rung).write(b"!");
+        ring(&self.alert, &self.rung);
     }
+}
+
+/// Sets the flag, then writes the socket's byte: a wait the byte ends finds the flag set.
+fn ring(alert: &AtomicBool, rung: &UnixStream) {
+    alert.store(true, Ordering::Release);
+    // The socket is non-blocking: a full one is a bell already ringing, and nothing else can
+    // fail that matters here.
+    let _ = (&*rung).write(b"!");
 }
 
 impl Bell {
@@ -112,8 +117,7 @@ impl Bell {
 
     /// Rings it from the loop's own thread.
     pub fn ring(&self) {
-        self.alert.store(true, Ordering::Release);
-        let _ = (&self.rung).write(b"!");
+        ring(&self.alert, &self.rung);
     }
 
     /// Empties the socket.
