@@ -113,7 +113,9 @@ impl Handshake {
         msg: &Msg<'_>,
         id: &[u8],
     ) -> bool {
-        if self.initialize_id.as_deref() != Some(&json::id_key(id)[..]) {
+        if self.initialize_id.is_none()
+            || self.initialize_id.as_deref() != Some(&json::id_key_ref(id)[..])
+        {
             return false;
         }
         self.initialize_id = None;

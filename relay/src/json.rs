@@ -23,8 +23,8 @@ impl Span {
 
 /// One member of an object: its key and the span of its value.
 ///
-/// It holds only spans, so that reading a message allocates nothing per member (nor for the
-/// members together, with [`Members`]); a key with escapes (rare) is decoded when it is compared.
+/// It holds only spans, so that reading a message allocates nothing per member; a key with
+/// escapes (rare) is decoded when it is compared.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Member {
     /// The key's bytes between its quotes.
@@ -46,6 +46,11 @@ impl Member {
         }
     }
 
+    /// The key's bytes, when they are its text (no escapes, nothing beyond ASCII).
+    pub fn plain_key<'t>(&self, text: &'t [u8]) -> Option<&'t [u8]> {
+        (!self.escaped).then(|| self.key_raw.of(text))
+    }
+
     /// The key as text.
     pub fn key<'t>(&self, text: &'t [u8]) -> std::borrow::Cow<'t, str> {
         if self.escaped {
@@ -57,54 +62,6 @@ impl Member {
 
     fn decoded(&self, text: &[u8]) -> String {
         decode_string(&text[self.key_raw.start - 1..self.key_raw.end + 1])
-    }
-}
-
-/// How many members [`Members`] holds without allocating: a JSON-RPC message has at most four
-/// at its top level (`jsonrpc`, `id`, `method` or `result` or `error`, `params`). Room for more
-/// costs every message a larger copy as it is moved.
-const INLINE_MEMBERS: usize = 5;
-
-/// The members of one object, in order: inline up to [`INLINE_MEMBERS`], on the heap beyond, so
-/// that the messages every line holds are read without an allocation.
-pub(super) struct Members {
-    inline: [Member; INLINE_MEMBERS],
-    len: usize,
-    /// All of them, once there are more than fit inline.
-    spilled: Vec<Member>,
-}
-
-impl Members {
-    fn new() -> Self {
-        Self {
-            inline: [Member::default(); INLINE_MEMBERS],
-            len: 0,
-            spilled: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, member: Member) {
-        if self.len < INLINE_MEMBERS {
-            self.inline[self.len] = member;
-        } else {
-            if self.spilled.is_empty() {
-                self.spilled.extend_from_slice(&self.inline);
-            }
-            self.spilled.push(member);
-        }
-        self.len += 1;
-    }
-}
-
-impl std::ops::Deref for Members {
-    type Target = [Member];
-
-    fn deref(&self) -> &[Member] {
-        if self.len > INLINE_MEMBERS {
-            &self.spilled
-        } else {
-            &self.inline[..self.len]
-        }
     }
 }
 
@@ -215,20 +172,13 @@ pub(super) fn is_array(text: &[u8], span: Span) -> bool {
 /// The members of the object at `span`, in order; `None` if it is not a well-formed object.
 pub(super) fn members(text: &[u8], span: Span) -> Option<Vec<Member>> {
     let mut out = Vec::new();
-    scan_members(text, span, |member| out.push(member))?;
-    Some(out)
-}
-
-/// [`members`] without an allocation for an object of a few members: a message's top level.
-pub(super) fn few_members(text: &[u8], span: Span) -> Option<Members> {
-    let mut out = Members::new();
-    scan_members(text, span, |member| out.push(member))?;
+    each_member(text, span, |member| out.push(member))?;
     Some(out)
 }
 
 /// Hands each member of the object at `span` to `push`, in order; `None` if it is not a
 /// well-formed object.
-fn scan_members(text: &[u8], span: Span, mut push: impl FnMut(Member)) -> Option<()> {
+pub(super) fn each_member(text: &[u8], span: Span, mut push: impl FnMut(Member)) -> Option<()> {
     if !is_object(text, span) {
         return None;
     }
@@ -254,11 +204,7 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
     if text.get(pos) != Some(&b'"') {
         return None;
     }
-    let key_end = string_end(text, pos)?;
-    let inner = &text[pos + 1..key_end - 1];
-    // Plain ASCII without a backslash is its own text: one pass over the key decides it, with no
-    // UTF-8 validation for the keys every message has.
-    let escaped = !inner.iter().all(|&b| b.is_ascii() && b != b'\\');
+    let (key_end, escaped) = key_end(text, pos)?;
     let colon = skip_ws(text, key_end);
     if text.get(colon) != Some(&b':') {
         return None;
@@ -277,6 +223,28 @@ pub(super) fn member_at(text: &[u8], pos: usize) -> Option<Member> {
             end,
         },
     })
+}
+
+/// The end of the key whose opening quote is at `pos` (one past the closing quote), and whether
+/// its bytes are not its text: plain ASCII without a backslash is, so the one pass that finds
+/// the end decides it, with no UTF-8 validation for the keys every message has.
+fn key_end(text: &[u8], pos: usize) -> Option<(usize, bool)> {
+    let mut escaped = false;
+    let mut i = pos + 1;
+    while let Some(&b) = text.get(i) {
+        match b {
+            b'"' => return Some((i + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                i += 2;
+            }
+            _ => {
+                escaped |= !b.is_ascii();
+                i += 1;
+            }
+        }
+    }
+    None
 }
 
 /// The elements of the array at `span`, in order; `None` if it is not a well-formed array.
@@ -316,11 +284,13 @@ pub(super) fn decode_string(quoted: &[u8]) -> String {
 /// The value of member `key` of the object at `span` (the last one, if the key repeats, as
 /// serde_json's maps keep the last).
 pub(super) fn get(text: &[u8], span: Span, key: &str) -> Option<Span> {
-    few_members(text, span)?
-        .iter()
-        .rev()
-        .find(|m| m.is(text, key))
-        .map(|m| m.value)
+    let mut found = None;
+    each_member(text, span, |member| {
+        if member.is(text, key) {
+            found = Some(member.value);
+        }
+    })?;
+    found
 }
 
 /// The value at `path`, one object member per step.
@@ -356,15 +326,27 @@ pub(super) fn string(text: &[u8], span: Span) -> Option<String> {
 /// text (so `"a"` and `"\u0061"` are one id), numbers by their spelling, and `1` never equal to
 /// `"1"`.
 pub(super) fn id_key(raw: &[u8]) -> Vec<u8> {
+    id_key_ref(raw).into_owned()
+}
+
+/// [`id_key`], borrowed from `raw` when the key is `raw` itself: a number, or a string without
+/// an escape (which decodes and encodes again to the same bytes, or does not decode and is kept
+/// as it is). Only ids with escapes are rewritten, so looking up the common ones allocates
+/// nothing.
+pub(super) fn id_key_ref(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if raw.first() != Some(&b'"') || !raw.contains(&b'\\') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
     let mut key = Vec::new();
     id_key_into(raw, &mut key);
-    key
+    std::borrow::Cow::Owned(key)
 }
 
 /// [`id_key`] written into `key` (cleared first), so that a buffer of an old key can be reused.
 pub(super) fn id_key_into(raw: &[u8], key: &mut Vec<u8>) {
     key.clear();
     if raw.first() == Some(&b'"')
+        && raw.contains(&b'\\')
         && let Ok(text) = serde_json::from_slice::<String>(raw)
     {
         serde_json::to_writer(&mut *key, &text).expect("strings always serialise");
@@ -597,18 +579,11 @@ mod tests {
         );
     }
 
-    /// The members held inline and those past [`INLINE_MEMBERS`] are the same as the plain
-    /// list, keys with escapes, beyond ASCII, long strings and a malformed tail included.
+    /// Every member is found and named, however many there are: keys with escapes, beyond
+    /// ASCII, long strings and a malformed tail included; `get` finds each by its name.
     #[test]
-    fn few_members_are_all_members_however_many_there_are() {
-        for count in [
-            0,
-            1,
-            INLINE_MEMBERS - 1,
-            INLINE_MEMBERS,
-            INLINE_MEMBERS + 1,
-            40,
-        ] {
+    fn members_are_all_found_however_many_there_are() {
+        for count in [0, 1, 4, 5, 6, 40] {
             let mut text = String::from("{");
             for i in 0..count {
                 if i > 0 {
@@ -624,10 +599,9 @@ mod tests {
             text.push('}');
             let span = obj(&text);
             let text = text.as_bytes();
-            let plain = members(text, span).unwrap();
-            let few = few_members(text, span).unwrap();
-            assert_eq!(&*few, &plain[..], "{count} members");
-            for (i, member) in few.iter().enumerate() {
+            let all = members(text, span).unwrap();
+            assert_eq!(all.len(), count);
+            for (i, member) in all.iter().enumerate() {
                 let key = match i % 4 {
                     0 | 1 => format!("k{i}"),
                     2 => format!("é{i}"),
@@ -635,10 +609,12 @@ mod tests {
                 };
                 assert!(member.is(text, &key), "member {i} of {count} is {key}");
                 assert_eq!(member.key(text), key);
+                assert_eq!(get(text, span, &key), Some(member.value), "{key}");
             }
             let mut cut = text.to_vec();
             cut.insert(cut.len() - 1, b',');
-            assert!(few_members(&cut, obj_bytes(&cut)).is_none());
+            assert!(members(&cut, obj_bytes(&cut)).is_none());
+            assert!(get(&cut, obj_bytes(&cut), "k0").is_none());
         }
     }
 
@@ -802,6 +778,35 @@ mod tests {
             id_key(b"123456789012345678901234567890"),
             b"123456789012345678901234567890"
         );
+    }
+
+    /// Only ids with an escape are rewritten; every other id is its own key, and borrowed. The
+    /// rewriting itself (a decode and an encode) is the reference both are checked against.
+    #[test]
+    fn ids_without_escapes_are_their_own_keys() {
+        let reference = |raw: &[u8]| match serde_json::from_slice::<String>(raw) {
+            Ok(text) if raw.first() == Some(&b'"') => serde_json::to_vec(&text).unwrap(),
+            _ => raw.to_vec(),
+        };
+        let plain: [&[u8]; 7] = [
+            b"7",
+            b"-1.5e3",
+            br#""abc""#,
+            "\"\u{e9}t\u{e9} \u{1F600}\"".as_bytes(),
+            b"\"\xff\xfe\"",
+            b"\"a\tb\"",
+            b"\"\"",
+        ];
+        for raw in plain {
+            let key = id_key_ref(raw);
+            assert!(matches!(key, std::borrow::Cow::Borrowed(_)), "{raw:?}");
+            assert_eq!(&*key, &reference(raw)[..], "{raw:?}");
+        }
+        let escaped: [&[u8]; 3] = [br#""\u0061""#, br#""a\"b""#, br#""\/""#];
+        for raw in escaped {
+            assert_eq!(&*id_key_ref(raw), &reference(raw)[..], "{raw:?}");
+            assert_eq!(id_key(raw), reference(raw), "{raw:?}");
+        }
     }
 
     #[test]

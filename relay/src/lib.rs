@@ -624,12 +624,16 @@ impl Relay {
                 self.restart.server_asked(json::id_key(id));
                 Fate::Keep
             }
-            (None, Some(id)) if msg.is_response() && self.restart.owns(&json::id_key(id)) => {
+            (None, Some(id))
+                if msg.is_response()
+                    && self.restart.owns_any()
+                    && self.restart.owns(&json::id_key_ref(id)) =>
+            {
                 self.replayed_answer(msg, id)
             }
             (None, Some(id)) if msg.is_response() => {
-                let key = json::id_key(id);
-                let followed = self.shared.in_flight.remove(&key);
+                let key = json::id_key_ref(id);
+                let followed = self.shared.in_flight.remove(&*key);
                 self.restart.host_answered(&key, msg.is_success());
                 if self
                     .handshake

@@ -4,14 +4,51 @@
 use rootsd_proto::session::ServerInfo;
 use serde::Deserialize;
 
-use super::json::{self, Members, Span};
+use super::json::{self, Span};
 
-/// A message: one JSON object, with its top-level members found.
+/// A message: one JSON object, with the members its fate turns on found.
 pub(super) struct Msg<'a> {
     /// The message's own bytes (a whole line, or one element of a batch).
     pub text: &'a [u8],
     span: Span,
-    members: Members,
+    /// The members the relay reads, found as the object is read: it asks for them several times
+    /// per message, and it reads no others at the top level.
+    known: Known,
+}
+
+/// The values of `id`, `method`, `result`, `error` and `params`: the last of each, as serde_json's
+/// maps keep the last of a repeated key.
+#[derive(Default)]
+struct Known {
+    id: Option<Span>,
+    method: Option<Span>,
+    result: Option<Span>,
+    error: Option<Span>,
+    params: Option<Span>,
+}
+
+impl Known {
+    fn slot(&mut self, key: &[u8]) -> Option<&mut Option<Span>> {
+        Some(match key {
+            b"id" => &mut self.id,
+            b"method" => &mut self.method,
+            b"result" => &mut self.result,
+            b"error" => &mut self.error,
+            b"params" => &mut self.params,
+            _ => return None,
+        })
+    }
+
+    fn note(&mut self, text: &[u8], member: &json::Member) {
+        let slot = match member.plain_key(text) {
+            Some(key) => self.slot(key),
+            // A key with escapes (rare) is compared by its decoded text.
+            None => self.slot(member.key(text).as_bytes()),
+        };
+        if let Some(slot) = slot {
+            *slot = Some(member.value);
+        }
+    }
 }
 
 impl<'a> Msg<'a> {
@@ -19,12 +56,9 @@ impl<'a> Msg<'a> {
     /// (surrounding whitespace aside).
     pub fn read(text: &'a [u8]) -> Option<Self> {
         let span = json::trimmed(text);
-        let members = json::few_members(text, span)?;
-        Some(Self {
-            text,
-            span,
-            members,
-        })
+        let mut known = Known::default();
+        json::each_member(text, span, |member| known.note(text, &member))?;
+        Some(Self { text, span, known })
     }
 
     /// The whole message, as an object span.
@@ -32,12 +66,16 @@ impl<'a> Msg<'a> {
         self.span
     }
 
+    /// The value of the top-level member `key`.
     pub fn get(&self, key: &str) -> Option<Span> {
-        self.members
-            .iter()
-            .rev()
-            .find(|m| m.is(self.text, key))
-            .map(|m| m.value)
+        match key {
+            "id" => self.known.id,
+            "method" => self.known.method,
+            "result" => self.known.result,
+            "error" => self.known.error,
+            "params" => self.known.params,
+            _ => json::get(self.text, self.span, key),
+        }
     }
 
     /// The value at `path` below this message.
@@ -52,24 +90,25 @@ impl<'a> Msg<'a> {
     }
 
     pub fn method(&self) -> Option<std::borrow::Cow<'a, str>> {
-        json::str_at(self.text, self.get("method")?)
+        json::str_at(self.text, self.known.method?)
     }
 
     /// The raw bytes of `id`; absent for notifications. JSON `null` counts as absent: it is no
     /// request's id.
     pub fn id(&self) -> Option<&'a [u8]> {
-        self.get("id")
+        self.known
+            .id
             .map(|span| span.of(self.text))
             .filter(|raw| *raw != b"null")
     }
 
     /// Whether this is a response that carries a result (not an error).
     pub fn is_success(&self) -> bool {
-        self.get("result").is_some()
+        self.known.result.is_some()
     }
 
     pub fn is_response(&self) -> bool {
-        self.method().is_none() && (self.get("result").is_some() || self.get("error").is_some())
+        (self.known.result.is_some() || self.known.error.is_some()) && self.method().is_none()
     }
 }
 
@@ -126,9 +165,10 @@ impl ReadyAnswer {
         Self { tail }
     }
 
-    /// The response to the request `id` (raw JSON).
+    /// The response to the request `id` (raw JSON), in a buffer with room for one byte more:
+    /// the newline the proxy writes after it.
     pub fn to(&self, id: &[u8]) -> Vec<u8> {
-        let mut line = Vec::with_capacity(RESPONSE_HEAD.len() + id.len() + self.tail.len());
+        let mut line = Vec::with_capacity(RESPONSE_HEAD.len() + id.len() + self.tail.len() + 1);
         line.extend_from_slice(RESPONSE_HEAD);
         line.extend_from_slice(id);
         line.extend_from_slice(&self.tail);
@@ -205,7 +245,11 @@ mod tests {
             for id in ids {
                 let line = ready.to(id);
                 assert_eq!(line, success_response(id, result), "id {id:?}");
-                assert_eq!(line.capacity(), line.len(), "one right-sized allocation");
+                assert_eq!(
+                    line.capacity(),
+                    line.len() + 1,
+                    "room for the newline alone"
+                );
             }
         }
         let parsed: serde_json::Value =
@@ -226,5 +270,45 @@ mod tests {
         assert_eq!(note.method().as_deref(), Some("notifications/initialized"));
         assert_eq!(note.id(), None);
         assert!(Msg::read(b"[1]").is_none());
+    }
+
+    /// The members found as the message is read are the ones a search finds: the last of a
+    /// repeated key, and keys spelled with escapes.
+    #[test]
+    fn known_members_are_the_last_of_their_key_however_spelled() {
+        let msg = Msg::read(
+            br#"{"id":1,"method":"a","\u0069d":2,"result":{},"me\u0074hod":"b","error":{},"id":3}"#,
+        )
+        .unwrap();
+        assert_eq!(msg.id(), Some(&b"3"[..]));
+        assert_eq!(msg.method().as_deref(), Some("b"));
+        assert!(msg.is_success() && !msg.is_response());
+        let escaped = Msg::read(br#"{"\u0069d":"x","r\u0065sult":null,"id":null}"#).unwrap();
+        assert_eq!(escaped.id(), None, "the last id is null");
+        assert!(escaped.is_response());
+        let odd = Msg::read(br#"{"method":5,"error":{},"id":"q"}"#).unwrap();
+        assert!(odd.is_response(), "a method that is no string is no method");
+        assert_eq!(odd.id(), Some(&br#""q""#[..]));
+        let with_params =
+            Msg::read(br#"{"params":1,"x":{"y":2},"p\u0061rams":[3],"x":4}"#).unwrap();
+        assert_eq!(
+            with_params.get("params").map(|s| s.of(with_params.text)),
+            Some(&b"[3]"[..])
+        );
+        assert_eq!(
+            with_params.get("x").map(|s| s.of(with_params.text)),
+            Some(&b"4"[..])
+        );
+        for key in ["id", "method", "result", "error"] {
+            assert_eq!(
+                msg.get(key).map(|s| s.of(msg.text)),
+                match key {
+                    "id" => Some(&b"3"[..]),
+                    "method" => Some(&br#""b""#[..]),
+                    _ => Some(&b"{}"[..]),
+                },
+                "{key}"
+            );
+        }
     }
 }

@@ -190,10 +190,10 @@ impl Stateless {
         msg: &Msg<'_>,
         id: &[u8],
     ) -> Fate {
-        let server_id = self.server_id_for(shared, id);
-        if server_id == id {
+        if !self.id_taken(id) {
             return Fate::Keep;
         }
+        let server_id = self.proxy_id(shared, "relay");
         let mut editor = Editor::new(msg.text);
         editor.set(msg.span(), "id", &server_id);
         self.start(shared, id, &server_id, editor.finish(), false, false);
@@ -247,7 +247,7 @@ impl Stateless {
         modern: bool,
         handshake_negotiated: bool,
     ) -> Fate {
-        let key = json::id_key(id);
+        let key = json::id_key_ref(id);
         if modern && msg.is_success() && !handshake_negotiated {
             // The server accepted a 2026-07-28 request: that is what this session speaks.
             shared.state.era = Era::Stateless;
@@ -259,7 +259,7 @@ impl Stateless {
             return Fate::Drop;
         }
         self.maybe_probe(shared);
-        let Some(exchange) = self.exchanges.remove(&key) else {
+        let Some(exchange) = self.exchanges.remove(&*key) else {
             return Fate::Keep;
         };
         // The host's id is free again once its request is answered (or given up), whatever id
@@ -552,17 +552,25 @@ impl Stateless {
     /// The id to send a host request under: its own, unless one of the proxy's requests in
     /// flight holds it.
     fn server_id_for(&mut self, shared: &Shared, host_id: &[u8]) -> Vec<u8> {
-        let key = json::id_key(host_id);
-        let taken = self.probe.as_deref() == Some(&key[..])
-            || self
-                .exchanges
-                .get(&key)
-                .is_some_and(|e| json::id_key(&e.host_id) != key);
-        if taken {
+        if self.id_taken(host_id) {
             self.proxy_id(shared, "relay")
         } else {
             host_id.to_vec()
         }
+    }
+
+    /// Whether a request of the proxy's own in flight holds the host's id. Every request of the
+    /// host asks, so the common answer (nothing of the proxy's is in flight) costs no key.
+    fn id_taken(&self, host_id: &[u8]) -> bool {
+        if self.probe.is_none() && self.exchanges.is_empty() {
+            return false;
+        }
+        let key = json::id_key_ref(host_id);
+        self.probe.as_deref() == Some(&key[..])
+            || self
+                .exchanges
+                .get(&*key)
+                .is_some_and(|e| *json::id_key_ref(&e.host_id) != *key)
     }
 
     /// A fresh id for a request of the proxy's own: one no request in flight holds, neither the
