@@ -284,15 +284,16 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         // A turn that took news proves nothing of what else is waiting (a wake-up may bring
         // several), so the next one goes through the runtime, which looks at news first.
         news_taken = matches!(turn, Turn::News(_));
+        // One reading of the clock serves the whole turn: a turn takes microseconds, and each
+        // reading was a measurable part of relaying a small line.
+        let now = Instant::now();
         match turn {
             Turn::Server(line) => {
                 let running = slot.as_mut().expect("a server runs");
                 match line {
                     // A server being stopped for a restart says nothing to anyone.
                     Ok(Some(_)) if running.retiring => {}
-                    Ok(Some(Piece::Line(Line::Complete(line)))) => {
-                        relay.from_server(line, Instant::now())
-                    }
+                    Ok(Some(Piece::Line(Line::Complete(line)))) => relay.from_server(line, now),
                     Ok(Some(Piece::Line(Line::TooLong(prefix)))) => {
                         eprintln!(
                             "rootsctl proxy: discarded a line from the server longer than {MAX_LINE_BYTES} bytes"
@@ -319,15 +320,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                         if let Some(mut ended) = streamed.take() {
                             forward_part(&mut to_host, &mut running.lines, &mut ended, bytes);
                             to_host.end_line(Vec::new());
-                            relay.stream_end(ended, Instant::now());
+                            relay.stream_end(ended, now);
                         }
                     }
                     // A server that closed its stdout has ended the session, running or not.
-                    Ok(None) | Err(_) => running.stdout_closed(Instant::now()),
+                    Ok(None) | Err(_) => running.stdout_closed(now),
                 }
             }
             Turn::Host(line) => match line {
-                Ok(Some(Line::Complete(line))) => relay.from_host(line, Instant::now()),
+                Ok(Some(Line::Complete(line))) => relay.from_host(line, now),
                 Ok(Some(Line::TooLong(prefix))) => {
                     eprintln!(
                         "rootsctl proxy: discarded a line from the host longer than {MAX_LINE_BYTES} bytes"
@@ -338,17 +339,17 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     // MCP's stdio shutdown: close the server's stdin, then escalate if it lingers.
                     host_open = false;
                     if let Some(running) = slot.as_mut() {
-                        running.stop(Instant::now());
+                        running.stop(now);
                     }
                 }
             },
             Turn::Wrote => {}
             Turn::News(item) => match item {
-                Item::Roots(Some(snapshot)) => relay.roots_changed(snapshot, Instant::now()),
-                Item::Ack(Some(ack)) => relay.published(ack, Instant::now()),
+                Item::Roots(Some(snapshot)) => relay.roots_changed(snapshot, now),
+                Item::Ack(Some(ack)) => relay.published(ack, now),
                 Item::Roots(None) | Item::Ack(None) => {}
                 Item::Signal(signal) => match slot.as_mut() {
-                    Some(running) => ending |= running.pass_on(signal, Instant::now()),
+                    Some(running) => ending |= running.pass_on(signal, now),
                     None if signal != SIGHUP => signalled = Some(signal),
                     None => {}
                 },
@@ -359,12 +360,11 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                         && running.exited.is_none()
                         && running.server.pid().unwrap_or(0) == pid
                     {
-                        running.reaped(status, Instant::now());
+                        running.reaped(status, now);
                     }
                 }
             },
             Turn::Timer => {
-                let now = Instant::now();
                 if relay_deadline.is_some_and(|at| at <= now) {
                     relay.tick(now);
                 }
@@ -379,7 +379,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         }
         // Where the server stands after this turn: a restart's next phase, a failed start.
         launcher.reap_failed_start(&mut relay, &mut slot, host_open);
-        launcher.step(&mut relay, &mut slot, host_open && !ending, Instant::now());
+        launcher.step(&mut relay, &mut slot, host_open && !ending, now);
         watch_exit(&mut slot, &mut news);
         for output in relay.drain_output() {
             match output {
@@ -394,7 +394,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     fetch_report_at = None;
                 }
                 Output::Fetched => {
-                    fetch_report_at.get_or_insert_with(|| Instant::now() + COUNT_REPORT_DELAY);
+                    fetch_report_at.get_or_insert_with(|| now + COUNT_REPORT_DELAY);
                 }
                 Output::Publish(publication) => {
                     publications.send_replace(Some(publication));

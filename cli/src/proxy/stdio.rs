@@ -120,6 +120,10 @@ pub struct LineReader<R> {
     mode: Mode,
     /// Empty buffers to read the next pieces of a streamed line into.
     spares: Vec<Vec<u8>>,
+    /// The last scan found that the bytes read make no piece, and nothing was read since: a scan
+    /// now would find the same. The relay loop asks each reader before every wait and again
+    /// before every read, so this saves most scans of a busy session.
+    settled: bool,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -134,6 +138,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             typical: 0,
             mode: Mode::Whole,
             spares: Vec::new(),
+            settled: false,
         }
     }
 
@@ -179,6 +184,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// so far, the first piece.
     pub fn stream(&mut self) -> Vec<u8> {
         self.mode = Mode::Streaming;
+        self.settled = false;
         self.compact();
         self.searched = 0;
         let next = self.piece_buffer();
@@ -209,6 +215,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if self.buffer.capacity() < STREAM_BUFFER {
                 self.buffer.reserve(STREAM_BUFFER);
             }
+            self.settled = false;
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 self.eof = true;
             }
@@ -220,6 +227,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             if let Some(piece) = self.scan(offer) {
                 return Ok(piece);
             }
+            self.settled = false;
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 self.eof = true;
             }
@@ -244,6 +252,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// What the bytes read so far make: the next piece (`Some(None)` at the end of the stream),
     /// or `None` when a read must come first, with the buffer made ready for it.
     fn scan(&mut self, offer: bool) -> Option<Option<Piece>> {
+        if self.settled {
+            return None;
+        }
         if let Some(at) = memchr::memchr(b'\n', &self.buffer[self.searched..]) {
             let end = self.searched + at;
             let line = self.take_line(end);
@@ -293,6 +304,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         if self.buffer.capacity() - self.buffer.len() < READ_CHUNK / 8 {
             self.buffer.reserve(READ_CHUNK);
         }
+        self.settled = true;
         None
     }
 
@@ -317,7 +329,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             self.searched = 0;
             return line;
         }
-        let line = self.buffer[self.start..end].to_vec();
+        // Room for the newline that `Outbound` writes after the line, so that it is one write.
+        let mut line = Vec::with_capacity(length + 1);
+        line.extend_from_slice(&self.buffer[self.start..end]);
         self.start = next_start;
         self.searched = next_start;
         line
@@ -341,13 +355,40 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 /// Bytes waiting to be written: a whole line, or a piece of a streamed one.
 struct Queued {
     bytes: Vec<u8>,
-    /// The piece ends its line.
-    newline: bool,
+    end: End,
+}
+
+/// How a queued piece ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// It is a piece of a line still being streamed.
+    Open,
+    /// It ends its line, and the newline is written after it, from a constant.
+    Newline,
+    /// It ends its line, and its last byte is the newline.
+    Included,
 }
 
 impl Queued {
+    /// A whole line and its newline. The newline goes into the line's own buffer when that has
+    /// room for it, which never reallocates, so that the line is one plain write; a line without
+    /// room (appending could copy megabytes) has it written beside, in a vectored write.
+    fn line(mut bytes: Vec<u8>) -> Self {
+        if bytes.capacity() > bytes.len() {
+            bytes.push(b'\n');
+            return Self {
+                bytes,
+                end: End::Included,
+            };
+        }
+        Self {
+            bytes,
+            end: End::Newline,
+        }
+    }
+
     fn len(&self) -> usize {
-        self.bytes.len() + usize::from(self.newline)
+        self.bytes.len() + usize::from(self.end == End::Newline)
     }
 }
 
@@ -444,8 +485,13 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
                 return Ok(None);
             };
             match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut self.buffer)) {
-                Ok(0) => self.eof = true,
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Ok(0) => {
+                    self.eof = true;
+                    self.settled = false;
+                }
+                Ok(_) => self.settled = false,
+                // Nothing was read: the scan just made stays true.
+                Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => return Ok(None),
                 Err(error) => return Err(error.into()),
             }
@@ -482,9 +528,6 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     }
 
     /// Queues `line` and a newline, and writes as much as the side takes at once.
-    ///
-    /// The newline is written from a constant beside the line (one vectored write), because
-    /// appending it could reallocate, and so copy, a line of megabytes.
     pub fn push(&mut self, line: Vec<u8>) {
         if self.broken || self.stream.is_none() || self.closing {
             return;
@@ -494,10 +537,7 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
             self.held.push_back(line);
             return;
         }
-        self.lines.push_back(Queued {
-            bytes: line,
-            newline: true,
-        });
+        self.lines.push_back(Queued::line(line));
         self.write_ready();
     }
 
@@ -514,7 +554,7 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         self.queued += bytes.len();
         self.lines.push_back(Queued {
             bytes,
-            newline: false,
+            end: End::Open,
         });
         self.write_ready();
     }
@@ -530,14 +570,8 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
             return;
         }
         self.queued += bytes.len() + 1;
-        self.lines.push_back(Queued {
-            bytes,
-            newline: true,
-        });
-        self.lines.extend(self.held.drain(..).map(|bytes| Queued {
-            bytes,
-            newline: true,
-        }));
+        self.lines.push_back(Queued::line(bytes));
+        self.lines.extend(self.held.drain(..).map(Queued::line));
         self.write_ready();
     }
 
@@ -633,7 +667,10 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         };
         let offered = front.len() - self.written;
         let (parts, count) = unwritten(front, self.written);
-        let n = stream.write_vectored(&parts[..count]).await?;
+        let n = match count {
+            1 => stream.write(&parts[0]).await?,
+            _ => stream.write_vectored(&parts[..count]).await?,
+        };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -656,7 +693,11 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         let front = self.lines.front()?;
         let offered = front.len() - self.written;
         let (parts, count) = unwritten(front, self.written);
-        let result = rustix::io::writev(fd, &parts[..count]);
+        // One slice is a plain write, which costs the kernel less than a vectored one.
+        let result = match count {
+            1 => rustix::io::write(fd, &parts[0]),
+            _ => rustix::io::writev(fd, &parts[..count]),
+        };
         let n = match result {
             Ok(0) => return Some(Err(io::ErrorKind::WriteZero.into())),
             Ok(n) => n,
@@ -680,7 +721,7 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         let whole = self.lines.front().map(Queued::len);
         if whole == Some(self.written) {
             if let Some(piece) = self.lines.pop_front()
-                && !piece.newline
+                && piece.end == End::Open
                 && self.spares.len() < SPARES_KEPT
                 && is_stream_buffer(&piece.bytes)
             {
@@ -701,12 +742,16 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     }
 }
 
-/// What is left to write of `front` after its first `written` bytes, as the slices one
-/// vectored write offers: the rest of its bytes and its newline (which is written beside the
-/// line rather than appended to it), whichever remain; the count says how many slices.
+/// What is left to write of `front` after its first `written` bytes, as the slices one write
+/// offers: the rest of its bytes and the newline written beside them ([`End::Newline`]),
+/// whichever remain; the count says how many slices.
 fn unwritten(front: &Queued, written: usize) -> ([io::IoSlice<'_>; 2], usize) {
     let rest = front.bytes.get(written..).unwrap_or_default();
-    let newline: &[u8] = if front.newline { b"\n" } else { b"" };
+    let newline: &[u8] = if front.end == End::Newline {
+        b"\n"
+    } else {
+        b""
+    };
     match (rest.is_empty(), newline.is_empty()) {
         (false, false) => ([io::IoSlice::new(rest), io::IoSlice::new(newline)], 2),
         (false, true) => ([io::IoSlice::new(rest), io::IoSlice::new(&[])], 1),
