@@ -183,6 +183,52 @@ proptest! {
         }
     }
 
+    /// The members a message's fate turns on, found as it is read, are the ones serde_json
+    /// finds: the last of a repeated key, keys spelt with escapes included, and a `method` that
+    /// is no string is no method.
+    #[test]
+    fn a_messages_known_members_agree_with_serde_json(
+        members in prop::collection::vec(
+            (
+                prop::sample::select(vec!["id", "method", "result", "error", "params", "jsonrpc", "other"]),
+                any::<bool>(),
+                json_value(),
+            ),
+            0..8,
+        ),
+        pretty in any::<bool>(),
+    ) {
+        let spelt_members: Vec<Vec<u8>> = members
+            .iter()
+            .map(|(key, escaped, value)| {
+                // An escaped key spells its first letter as a \u escape.
+                let key = if *escaped {
+                    format!("\"\\u{:04x}{}\"", u32::from(key.as_bytes()[0]), &key[1..])
+                } else {
+                    format!("\"{key}\"")
+                };
+                [key.as_bytes(), b":", &spelt(value, pretty)].concat()
+            })
+            .collect();
+        let text = [b"{".to_vec(), spelt_members.join(&b","[..]), b"}".to_vec()].concat();
+        let oracle: serde_json::Map<String, Value> = serde_json::from_slice(&text).unwrap();
+        let msg = super::message::Msg::read(&text).expect("an object");
+        for key in ["id", "method", "result", "error", "params", "jsonrpc", "other"] {
+            let got = msg.get(key).map(|span| parse(span.of(&text)));
+            prop_assert_eq!(got.as_ref(), oracle.get(key), "{}", key);
+        }
+        let id = oracle.get("id").filter(|id| !id.is_null());
+        prop_assert_eq!(msg.id().map(parse), id.cloned());
+        let method = oracle.get("method").and_then(Value::as_str);
+        let read_method = msg.method();
+        prop_assert_eq!(read_method.as_deref(), method);
+        prop_assert_eq!(msg.is_success(), oracle.contains_key("result"));
+        prop_assert_eq!(
+            msg.is_response(),
+            method.is_none() && (oracle.contains_key("result") || oracle.contains_key("error"))
+        );
+    }
+
     /// A message no rule is about passes byte for byte, whichever side sends it and however it
     /// is spelt, at any point of a session.
     #[test]
