@@ -974,9 +974,10 @@ mod tests {
         }
         assert_eq!(lines.len(), 4);
         assert_eq!(lines[0], b"one");
-        assert!(
-            lines[0].capacity() < TAKE_BUFFER_AT,
-            "a small line keeps no read buffer"
+        assert_eq!(
+            lines[0].capacity(),
+            lines[0].len() + 1,
+            "a small line keeps no read buffer, only room for its newline"
         );
         assert_eq!(lines[2], large);
         assert_eq!(lines[3], b"three");
@@ -1266,11 +1267,19 @@ fo",
                 out.push_part(vec![b'7'; 70_000]);
                 out.end_line(b"}".to_vec());
             }
-            out.push(line.clone());
+            // Every other line has room for its newline, which then goes into its own buffer.
+            let mut pushed = Vec::with_capacity(line.len() + i % 2);
+            pushed.extend_from_slice(line);
+            out.push(pushed);
         }
         assert!(
             !out.lines.is_empty(),
             "the pipe is full and the rest is queued"
+        );
+        assert!(
+            out.lines.iter().any(|q| q.end == End::Included)
+                && out.lines.iter().any(|q| q.end == End::Newline),
+            "both kinds of line wait in the queue"
         );
         let reading = tokio::spawn(async move {
             let mut reader = LineReader::new(receiver);
