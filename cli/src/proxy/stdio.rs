@@ -122,7 +122,9 @@ pub struct LineReader<R> {
     spares: Vec<Vec<u8>>,
     /// The last scan found that the bytes read make no piece, and nothing was read since: a scan
     /// now would find the same. The relay loop asks each reader before every wait and again
-    /// before every read, so this saves most scans of a busy session.
+    /// before every read, so this saves most scans of a busy session. It holds because each
+    /// reader is always scanned with the same `offer` (the server's with, the host's without):
+    /// a reader scanned both ways would have to remember which way settled it.
     settled: bool,
 }
 
