@@ -66,7 +66,8 @@ impl<'a> Msg<'a> {
         self.span
     }
 
-    /// The value of the top-level member `key`.
+    /// The value of the top-level member `key`. The five the relay reads were found as the
+    /// message was read; any other key costs a scan of the whole message.
     pub fn get(&self, key: &str) -> Option<Span> {
         match key {
             "id" => self.known.id,
