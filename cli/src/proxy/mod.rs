@@ -25,19 +25,18 @@
 mod launch;
 mod link;
 mod news;
+mod process;
 mod running;
 pub mod server;
 mod stdio;
 mod wait;
 
-use std::os::fd::AsFd;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
-use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 
 use crate::args::ProxyArgs;
@@ -48,6 +47,7 @@ use news::{Item, News};
 use rootsd_relay::template::LaunchTemplate;
 use rootsd_relay::{Config, Output, Relay, Side, Streamed, label};
 use running::Running;
+use server::{ServerStdin, ServerStdout};
 use stdio::{Line, LineReader, MAX_LINE_BYTES, Outbound, Piece};
 use wait::{Turn, Wait};
 
@@ -59,7 +59,7 @@ const FINAL_WRITE_GRACE: Duration = Duration::from_secs(5);
 /// The next line (or piece of a long one) of the server's stdout, if a server runs; never
 /// resolves otherwise.
 async fn server_line(
-    lines: Option<&mut LineReader<ChildStdout>>,
+    lines: Option<&mut LineReader<ServerStdout>>,
 ) -> std::io::Result<Option<Piece>> {
     match lines {
         Some(lines) => lines.next_piece().await,
@@ -72,7 +72,7 @@ async fn server_line(
 /// The buffers of pieces already written go back to `lines`, to read the next ones into.
 fn forward_part(
     to_host: &mut Outbound<stdio::Stdio>,
-    lines: &mut LineReader<ChildStdout>,
+    lines: &mut LineReader<ServerStdout>,
     streamed: &mut Streamed,
     mut bytes: Vec<u8>,
 ) {
@@ -96,7 +96,7 @@ fn forward_part(
 }
 
 /// Resolves when the server takes more of what is queued for it.
-async fn server_drain(queue: Option<&mut Outbound<ChildStdin>>) {
+async fn server_drain(queue: Option<&mut Outbound<ServerStdin>>) {
     match queue {
         Some(queue) => queue.drain().await,
         None => std::future::pending().await,
@@ -108,8 +108,7 @@ fn watch_exit(slot: &mut Option<Running>, news: &mut News) {
     if let Some(server) = slot.as_mut().map(|running| &mut running.server)
         && let Some(exit) = server.exit()
     {
-        // A child that was running when it was spawned has a pid.
-        news.watch_exit(server.pid().unwrap_or(0), exit);
+        news.watch_exit(server.pid(), exit);
     }
 }
 
@@ -247,7 +246,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     && !running.retiring
                     && running.exited.is_none() =>
             {
-                let exit = running.exit_fd.as_ref().map(AsFd::as_fd);
+                let exit = Some(running.server.pidfd());
                 let number = running.number;
                 waiter.ready(&mut host_lines, &mut running.lines, number, exit, wake_at)
             }
@@ -358,7 +357,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     let status = status?;
                     if let Some(running) = slot.as_mut()
                         && running.exited.is_none()
-                        && running.server.pid().unwrap_or(0) == pid
+                        && running.server.pid() == pid
                     {
                         running.reaped(status, now);
                     }

@@ -10,16 +10,14 @@
 //! restart ([`super::launch`]); only what its end means differs, which [`Running::retiring`]
 //! records.
 
-use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rootsd_relay::template::Launch;
 use signal_hook::consts::signal::{SIGHUP, SIGTERM};
-use tokio::process::{ChildStdin, ChildStdout};
 
-use super::server::Server;
+use super::server::{Server, ServerStdin, ServerStdout};
 use super::stdio::{LineReader, Outbound};
 use crate::errors::SpawnError;
 
@@ -44,8 +42,8 @@ enum Escalation {
 /// One server process and its pipes.
 pub(super) struct Running {
     pub server: Server,
-    pub to_server: Outbound<ChildStdin>,
-    pub lines: LineReader<ChildStdout>,
+    pub to_server: Outbound<ServerStdin>,
+    pub lines: LineReader<ServerStdout>,
     /// Its stdout is open.
     pub open: bool,
     pub exited: Option<ExitStatus>,
@@ -56,19 +54,12 @@ pub(super) struct Running {
     /// Which server of the session this is, counting from 1: the loop's own wait registers a
     /// new one's descriptors by it (a pid may come again).
     pub number: u64,
-    /// A pidfd of the server, readable once it exited, for the loop's own wait
-    /// (`wait::Waiter`); `None` where the kernel has none, and then the runtime waits.
-    pub exit_fd: Option<OwnedFd>,
 }
 
 impl Running {
     pub fn start(launch: &Launch) -> Result<Self, SpawnError> {
         let mut server = Server::spawn(launch)?;
         let (stdin, stdout) = server.pipes().expect("stdin and stdout were piped");
-        let exit_fd = server.pid().and_then(|pid| {
-            let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
-            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-        });
         Ok(Self {
             server,
             to_server: Outbound::new(stdin),
@@ -79,7 +70,6 @@ impl Running {
             output_deadline: None,
             retiring: false,
             number: STARTED.fetch_add(1, Ordering::Relaxed) + 1,
-            exit_fd,
         })
     }
 
@@ -117,7 +107,6 @@ impl Running {
 
     /// It was reaped: its output is waited for only a little longer.
     pub fn reaped(&mut self, status: ExitStatus, now: Instant) {
-        self.server.reaped();
         self.exited = Some(status);
         self.output_deadline = Some(now + OUTPUT_GRACE);
     }

@@ -446,12 +446,6 @@ pub trait ReadDescriptor {
     fn read_descriptor(&self) -> Option<BorrowedFd<'_>>;
 }
 
-impl ReadDescriptor for tokio::process::ChildStdout {
-    fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.as_fd())
-    }
-}
-
 impl ReadDescriptor for tokio::net::unix::pipe::Receiver {
     fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
@@ -502,7 +496,7 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
     }
 }
 
-impl Descriptor for tokio::process::ChildStdin {
+impl Descriptor for tokio::net::unix::pipe::Sender {
     fn descriptor(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
     }

@@ -370,8 +370,8 @@ fn the_checks_above_would_see_a_violation() {
 /// The one place allowed `unsafe`, and why. Everything else stays under the workspace's
 /// `unsafe_code = "deny"`; an `#[allow(unsafe_code)]` anywhere else fails here.
 const UNSAFE_ALLOWED: (&str, &str) = (
-    "cli/src/proxy/server.rs",
-    "PR_SET_PDEATHSIG between fork and exec (`pre_exec`), instead of a second exec",
+    "cli/src/proxy/process.rs",
+    "the server's start: a clone sharing the proxy's memory whose child sets PR_SET_PDEATHSIG and execs, and its pidfd's registration with the runtime",
 );
 
 /// The code lines of `text` that lift the `unsafe_code` lint.

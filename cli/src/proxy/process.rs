@@ -1,0 +1,584 @@
+//! The server's process: started without a copy of the proxy and with the request to die with
+//! it, then waited for and signalled through its pidfd.
+//!
+//! A server must not outlive a proxy killed with SIGKILL, so its child asks the kernel for a
+//! death signal (`PR_SET_PDEATHSIG`) before it execs: only the child can ask, and the request
+//! survives the exec. std can run code in the child only on its `fork` path, which copies the
+//! proxy's address space (its page tables marked copy-on-write, then faulted back in the
+//! parent): that cost this project's machine 0.25–0.45 ms per start, most of what a restart
+//! added to the server's own start (docs/BENCHMARKS.md). Without such code std uses
+//! `posix_spawn`, which shares the parent's memory until the exec (a `vfork`) but cannot make the
+//! request. This module does what `posix_spawn` does, and makes the request.
+//!
+//! The child runs in the proxy's memory until it execs, while the proxy's other threads go on,
+//! so it takes the care `posix_spawn` takes:
+//! - it runs on a stack of its own, and reads only what the parent made before the clone (the C
+//!   strings of the path, arguments, environment and directory), which nothing changes while
+//!   the calling thread is suspended (`CLONE_VFORK`);
+//! - it allocates nothing, takes no lock and makes only async-signal-safe calls;
+//! - it starts with every signal blocked (the parent blocks them around the clone) and resets
+//!   every handler to the default before it unblocks them, so that none of the proxy's handlers
+//!   runs in the child, on the proxy's memory; like std, it starts the server with no signal
+//!   blocked and SIGPIPE at its default;
+//! - a step that fails before the exec leaves its `errno` in a word of the shared memory, which
+//!   the parent reads when it resumes (the kernel resumes it once the child has exec'd or
+//!   exited).
+//!
+//! The clone also makes a pidfd (`CLONE_PIDFD`, Linux 5.2; waiting on one needs 5.4), which
+//! [`Process`] waits on and signals through: a signal can never reach another process that took the pid once the
+//! server's was reaped.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr, OsString};
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::rc::Rc;
+
+use rustix::process::{Signal, WaitId, WaitIdOptions, WaitIdStatus};
+
+/// A started child: its pid, its process, and the proxy's ends of its stdin and stdout.
+pub struct Started {
+    pub pid: u32,
+    pub process: Process,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+}
+
+/// A child process behind its pidfd. Clones share it (the server, and the future that waits for
+/// its exit); the last of them to go kills a process that was never reaped, since a server must
+/// not outlive the proxy letting go of it.
+#[derive(Clone)]
+pub struct Process(Rc<Pidfd>);
+
+struct Pidfd {
+    fd: OwnedFd,
+    reaped: Cell<bool>,
+}
+
+impl Drop for Pidfd {
+    fn drop(&mut self) {
+        if !self.reaped.get() {
+            let _ = rustix::process::pidfd_send_signal(&self.fd, Signal::KILL);
+        }
+    }
+}
+
+/// The pidfd as the runtime's readiness holds it: open for as long as the registration, as one
+/// of the shared owners.
+struct Registered(Rc<Pidfd>);
+
+impl AsRawFd for Registered {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.fd.as_raw_fd()
+    }
+}
+
+impl Process {
+    fn new(fd: OwnedFd) -> Self {
+        Self(Rc::new(Pidfd {
+            fd,
+            reaped: Cell::new(false),
+        }))
+    }
+
+    /// The pidfd, readable once the process has exited.
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.0.fd.as_fd()
+    }
+
+    /// Sends `signal`, unless the process has been reaped: the kernel refuses a pidfd's signal
+    /// once its process is gone, whoever has its pid now.
+    pub fn signal(&self, signal: Signal) {
+        let _ = rustix::process::pidfd_send_signal(&self.0.fd, signal);
+    }
+
+    /// The process's exit, which reaps it.
+    pub fn exit(&self) -> impl Future<Output = io::Result<ExitStatus>> + 'static + use<> {
+        let pidfd = Rc::clone(&self.0);
+        async move {
+            let exit = raw::readiness(Registered(pidfd))?;
+            loop {
+                let mut ready = exit.readable().await?;
+                let pidfd = &exit.get_ref().0;
+                match rustix::process::waitid(
+                    WaitId::PidFd(pidfd.fd.as_fd()),
+                    WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+                ) {
+                    Ok(Some(status)) => {
+                        pidfd.reaped.set(true);
+                        return Ok(exit_status(&status));
+                    }
+                    Ok(None) | Err(rustix::io::Errno::INTR) => ready.clear_ready(),
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+    }
+}
+
+/// A wait's status as std tells it: an exit code, or the signal that ended the process.
+fn exit_status(status: &WaitIdStatus) -> ExitStatus {
+    let raw = match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => (code & 0xff) << 8,
+        (None, Some(signal)) => signal | if status.dumped() { 0x80 } else { 0 },
+        (None, None) => 0,
+    };
+    ExitStatus::from_raw(raw)
+}
+
+/// A program to start, as the child will read it: made whole before the clone, since the child
+/// may not allocate.
+pub struct Command {
+    path: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    cwd: Option<CString>,
+}
+
+impl Command {
+    /// `path` run with `argv` (its first item the name it is started by), the proxy's
+    /// environment with `overrides` set on top (the last of a repeated name wins, as with std),
+    /// in `cwd` or the proxy's own directory.
+    pub fn new(
+        path: &Path,
+        argv: &[OsString],
+        overrides: &[(OsString, OsString)],
+        cwd: Option<&Path>,
+    ) -> io::Result<Self> {
+        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        env.extend(overrides.iter().cloned());
+        Ok(Self {
+            path: c_string(path.as_os_str().as_bytes().to_vec(), "the program's path")?,
+            argv: argv
+                .iter()
+                .map(|arg| c_string(arg.as_bytes().to_vec(), "an argument"))
+                .collect::<io::Result<_>>()?,
+            env: env
+                .into_iter()
+                .map(|(name, value)| {
+                    let mut entry = name.into_vec();
+                    entry.push(b'=');
+                    entry.extend_from_slice(value.as_bytes());
+                    c_string(entry, "an environment variable")
+                })
+                .collect::<io::Result<_>>()?,
+            cwd: cwd
+                .map(|dir| c_string(dir.as_os_str().as_bytes().to_vec(), "the directory"))
+                .transpose()?,
+        })
+    }
+
+    /// Starts it with piped stdin and stdout and the proxy's stderr. An error names the step
+    /// that failed: the pipes, the clone, or the child's own steps (its directory, the exec),
+    /// whose `errno` it is.
+    pub fn spawn(&self) -> io::Result<Started> {
+        let (stdin_child, stdin) = io::pipe()?;
+        let (stdout, stdout_child) = io::pipe()?;
+        // The child moves its ends onto 0 and 1: above 2, neither can be overwritten by the
+        // other's move, even in a proxy started with a standard descriptor closed.
+        let stdin_child = above_stdio(stdin_child.into())?;
+        let stdout_child = above_stdio(stdout_child.into())?;
+        let argv = pointers(&self.argv);
+        let envp = pointers(&self.env);
+        let (pid, pidfd) = raw::clone_and_exec(&raw::Exec {
+            path: &self.path,
+            argv: &argv,
+            envp: &envp,
+            cwd: self.cwd.as_deref(),
+            stdin: stdin_child.as_fd(),
+            stdout: stdout_child.as_fd(),
+        })?;
+        Ok(Started {
+            pid,
+            process: Process::new(pidfd),
+            stdin: stdin.into(),
+            stdout: stdout.into(),
+        })
+    }
+}
+
+fn c_string(bytes: Vec<u8>, what: &str) -> io::Result<CString> {
+    CString::new(bytes).map_err(|e| {
+        let shown = OsStr::from_bytes(&e.into_vec())
+            .to_string_lossy()
+            .into_owned();
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} holds a NUL byte, which no program can be given: {shown:?}"),
+        )
+    })
+}
+
+/// The strings' pointers, ended by a null one, as `execve` takes them.
+fn pointers(strings: &[CString]) -> Vec<*const std::ffi::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// `fd`, or a close-on-exec copy of it numbered 3 or more.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd as _;
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+}
+
+/// The clone, the child, and the pidfd's registration with the runtime: the workspace's one
+/// place allowed `unsafe`.
+#[allow(unsafe_code)]
+mod raw {
+    use std::ffi::{CStr, c_char, c_int, c_void};
+    use std::io;
+    use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+
+    use super::Registered;
+
+    /// The runtime's readiness of a pidfd.
+    pub fn readiness(pidfd: Registered) -> io::Result<AsyncFd<Registered>> {
+        // SAFETY: `Registered` is one of the owners of the pidfd, so the descriptor stays open,
+        // and is the same one, for as long as the registration that holds it.
+        unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }.map_err(Into::into)
+    }
+
+    /// The child's stack. It runs a few small frames of its own and glibc's wrappers, never
+    /// anything that grows with the command; `posix_spawn` gives its child 32 KiB and the
+    /// arguments' size, for a `PATH` search this child does not make.
+    const STACK_BYTES: usize = 64 * 1024;
+
+    /// What to exec, and where the child's stdin and stdout come from.
+    pub struct Exec<'a> {
+        pub path: &'a CStr,
+        /// Null-terminated, pointing into strings that outlive the call.
+        pub argv: &'a [*const c_char],
+        pub envp: &'a [*const c_char],
+        pub cwd: Option<&'a CStr>,
+        pub stdin: BorrowedFd<'a>,
+        pub stdout: BorrowedFd<'a>,
+    }
+
+    /// All the child reads, in the parent's frame.
+    struct Child {
+        path: *const c_char,
+        argv: *const *const c_char,
+        envp: *const *const c_char,
+        /// Null for the proxy's own directory.
+        cwd: *const c_char,
+        stdin: RawFd,
+        stdout: RawFd,
+        /// The proxy, which the child checks is still its parent once it asked for the signal.
+        proxy: libc::pid_t,
+        /// The highest signal number whose handler the child resets.
+        last_signal: c_int,
+        /// The `errno` of the child's step that failed, 0 while none has.
+        failed: AtomicI32,
+    }
+
+    /// Starts `exec` in a child that shares the proxy's memory until it execs, and asks to be
+    /// killed when the proxy dies. Returns its pid and pidfd once it has exec'd; a child that
+    /// failed before its exec has been reaped, and its `errno` is the error.
+    pub fn clone_and_exec(exec: &Exec<'_>) -> io::Result<(u32, OwnedFd)> {
+        assert!(
+            exec.argv.last().is_some_and(|p| p.is_null())
+                && exec.envp.last().is_some_and(|p| p.is_null()),
+            "argv and envp end with a null pointer"
+        );
+        let child = Child {
+            path: exec.path.as_ptr(),
+            argv: exec.argv.as_ptr(),
+            envp: exec.envp.as_ptr(),
+            cwd: exec.cwd.map_or(std::ptr::null(), CStr::as_ptr),
+            stdin: exec.stdin.as_raw_fd(),
+            stdout: exec.stdout.as_raw_fd(),
+            proxy: rustix::process::getpid().as_raw_nonzero().get(),
+            last_signal: libc::SIGRTMAX(),
+            failed: AtomicI32::new(0),
+        };
+        // Memory for the stack, never read before the child writes it. `u128` aligns it to the
+        // 16 bytes the ABI asks of a stack.
+        let mut stack: Vec<u128> = Vec::with_capacity(STACK_BYTES / size_of::<u128>());
+        let top = stack
+            .as_mut_ptr()
+            .wrapping_add(stack.capacity())
+            .cast::<c_void>();
+        let mut pidfd: c_int = -1;
+        let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+        // SAFETY: the signal sets are plain data, initialised by sigfillset and written by
+        // pthread_sigmask before they are read.
+        let mut all = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+        let mut before = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+        // SAFETY: blocking every signal in this thread, then restoring its mask, touches only
+        // this thread's mask; the child inherits the blocked mask, so no handler runs in it
+        // before it has reset them all.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+        }
+        // SAFETY: `child_main` gets a pointer to `child`, which lives in this frame until the
+        // call returns, and the call returns only once the child has exec'd or exited
+        // (`CLONE_VFORK`): it never reads `child` or the stack afterwards. The stack is owned
+        // memory of STACK_BYTES, and `top` is its end, as the stack grows down. The child
+        // shares this memory (`CLONE_VM`) and writes only its own stack and `child.failed`,
+        // an atomic. With `CLONE_PIDFD` the kernel writes the pidfd to the first of the
+        // variadic arguments; the other two are read only with flags not given here.
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                top,
+                flags,
+                std::ptr::from_ref(&child).cast_mut().cast::<c_void>(),
+                &raw mut pidfd,
+                std::ptr::null_mut::<c_void>(),
+                std::ptr::null_mut::<c_int>(),
+            )
+        };
+        let clone_error = (pid < 0).then(io::Error::last_os_error);
+        // SAFETY: as above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        }
+        drop(stack);
+        if let Some(error) = clone_error {
+            return Err(error);
+        }
+        let pid = u32::try_from(pid).expect("a successful clone returns a positive pid");
+        if pidfd < 0 {
+            // A kernel older than 5.2 ignores the flag: the pid is all there is.
+            reap_without_pidfd(pid);
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel cannot give the proxy a pidfd for its server (Linux 5.4 or later is needed)",
+            ));
+        }
+        // SAFETY: the kernel made this descriptor for the proxy, and nothing else owns it.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        match child.failed.load(Ordering::Acquire) {
+            0 => Ok((pid, pidfd)),
+            errno => {
+                // It has exited (or is exiting): reap it so that it leaves no zombie.
+                let _ = rustix::process::waitid(
+                    rustix::process::WaitId::PidFd(std::os::fd::AsFd::as_fd(&pidfd)),
+                    rustix::process::WaitIdOptions::EXITED,
+                );
+                Err(io::Error::from_raw_os_error(errno))
+            }
+        }
+    }
+
+    /// Kills and reaps a child the proxy has no pidfd of: it was just started, and nothing else
+    /// waits for it, so its pid is still its own.
+    fn reap_without_pidfd(pid: u32) {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+        }
+    }
+
+    /// The child: until its exec it is a guest in the proxy's memory (the module's comment says
+    /// what that forbids).
+    extern "C" fn child_main(arg: *mut c_void) -> c_int {
+        // SAFETY: `arg` is the parent's `Child`, alive while the parent is suspended.
+        let child = unsafe { &*arg.cast::<Child>() };
+        // SAFETY: `prepare_and_exec` makes only async-signal-safe calls, on `child`'s fields.
+        let errno = unsafe { prepare_and_exec(child) };
+        child.failed.store(errno.max(1), Ordering::Release);
+        // SAFETY: `_exit` ends the child without running anything of the proxy's (no atexit
+        // handlers, no buffers flushed).
+        unsafe { libc::_exit(127) }
+    }
+
+    /// Returns only if a step failed, with its `errno`.
+    ///
+    /// # Safety
+    /// In the child of `clone_and_exec` only, with `child` as the parent made it.
+    unsafe fn prepare_and_exec(child: &Child) -> c_int {
+        // SAFETY: each call is async-signal-safe and takes pointers to this frame's data or to
+        // the strings the parent made.
+        unsafe {
+            // No handler of the proxy's may run here, and the server starts as std starts
+            // programs: every handler at its default (an ignored signal stays ignored, as across
+            // any exec) but SIGPIPE, which Rust ignores, at its default too. glibc refuses
+            // the numbers it keeps for itself, which then stay as they are.
+            for signal in 1..=child.last_signal {
+                let mut action = std::mem::zeroed::<libc::sigaction>();
+                if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
+                    continue;
+                }
+                let handled =
+                    action.sa_sigaction != libc::SIG_IGN && action.sa_sigaction != libc::SIG_DFL;
+                if handled || signal == libc::SIGPIPE {
+                    let mut default = std::mem::zeroed::<libc::sigaction>();
+                    default.sa_sigaction = libc::SIG_DFL;
+                    libc::sigaction(signal, &default, std::ptr::null_mut());
+                }
+            }
+            if libc::dup2(child.stdin, 0) < 0 || libc::dup2(child.stdout, 1) < 0 {
+                return errno();
+            }
+            if !child.cwd.is_null() && libc::chdir(child.cwd) != 0 {
+                return errno();
+            }
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                // A static message and one write: nothing here may allocate.
+                let warning = b"rootsctl proxy: warning: the server will not die with the proxy\n";
+                libc::write(2, warning.as_ptr().cast(), warning.len());
+            }
+            // A proxy that died before the request took effect will never send the signal.
+            if libc::getppid() != child.proxy {
+                return libc::ESRCH;
+            }
+            let mut none = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            libc::execve(child.path, child.argv, child.envp);
+            errno()
+        }
+    }
+
+    /// The calling thread's `errno`: in the child, the parent thread's word, which the parent
+    /// does not read while the child runs.
+    unsafe fn errno() -> c_int {
+        // SAFETY: glibc's errno location is valid for the calling thread.
+        unsafe { *libc::__errno_location() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    fn run(argv: &[&str], env: &[(&str, &str)], cwd: Option<&Path>) -> io::Result<Started> {
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        let env: Vec<(OsString, OsString)> = env
+            .iter()
+            .map(|(n, v)| (OsString::from(n), OsString::from(v)))
+            .collect();
+        Command::new(Path::new("/bin/sh"), &argv, &env, cwd)?.spawn()
+    }
+
+    /// Waits for the child through its pidfd, as the proxy does: its exit code.
+    fn exit_code(started: &Started) -> i32 {
+        let status = rustix::process::waitid(
+            rustix::process::WaitId::PidFd(started.process.pidfd()),
+            rustix::process::WaitIdOptions::EXITED,
+        )
+        .unwrap()
+        .expect("a blocking wait returns the status");
+        status.exit_status().expect("it exited")
+    }
+
+    fn output(started: Started) -> String {
+        let mut text = String::new();
+        std::fs::File::from(started.stdout.try_clone().unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    #[test]
+    fn the_child_gets_its_arguments_environment_directory_and_pipes() {
+        let dir = tempfile::tempdir().unwrap();
+        // argv[0] is the name the server is started by, which /proc shows; `$0` is the first
+        // argument after the script.
+        let script = "read line; printf '%s|%s|%s|%s|' \"$0\" \"$ROOTSD_TEST_VAR\" \"$(pwd -P)\" \"$line\"; tr '\\0' ' ' < /proc/$$/cmdline";
+        let started = run(
+            &["server-name", "-c", script, "first arg"],
+            &[("ROOTSD_TEST_VAR", "one"), ("ROOTSD_TEST_VAR", "two")],
+            Some(dir.path()),
+        )
+        .unwrap();
+        std::fs::File::from(started.stdin.try_clone().unwrap())
+            .write_all(b"from the proxy\n")
+            .unwrap();
+        let code = exit_code(&started);
+        let dir = dir.path().canonicalize().unwrap();
+        assert_eq!(
+            output(started),
+            format!(
+                "first arg|two|{}|from the proxy|server-name -c {script} first arg ",
+                dir.display()
+            )
+        );
+        assert_eq!(code, 0);
+    }
+
+    #[test]
+    fn the_child_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
+        // The parent blocks every signal around the clone, and this test binary ignores SIGPIPE,
+        // as every Rust program does: the server must inherit neither. (That the child asks to
+        // die with the proxy is the end-to-end test `a_proxy_killed_with_sigkill_takes_its_server_with_it`.)
+        let started = run(
+            &["sh", "-c", "grep -E '^(SigBlk|SigIgn):' /proc/self/status"],
+            &[],
+            None,
+        )
+        .unwrap();
+        assert_eq!(exit_code(&started), 0);
+        let text = output(started);
+        let field = |name: &str| {
+            let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        assert_eq!(field("SigBlk:"), 0, "{text}");
+        let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+        assert_eq!(field("SigIgn:") & sigpipe, 0, "{text}");
+    }
+
+    #[test]
+    fn a_failed_exec_or_directory_is_the_childs_errno() {
+        let missing = Command::new(
+            Path::new("/nonexistent/server"),
+            &[OsString::from("server")],
+            &[],
+            None,
+        )
+        .unwrap()
+        .spawn()
+        .err()
+        .expect("no such program");
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        let dir = run(
+            &["sh", "-c", "true"],
+            &[],
+            Some(Path::new("/nonexistent/dir")),
+        )
+        .err()
+        .expect("no such directory");
+        assert_eq!(dir.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_before_anything_starts() {
+        let error = Command::new(
+            Path::new("/bin/sh"),
+            &[OsString::from("sh"), OsString::from("a\0b")],
+            &[],
+            None,
+        )
+        .err()
+        .expect("refused");
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert!(error.to_string().contains("NUL byte"), "{error}");
+    }
+}
