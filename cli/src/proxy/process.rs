@@ -16,6 +16,9 @@
 //!   strings of the path, arguments, environment and directory), which nothing changes while
 //!   the calling thread is suspended (`CLONE_VFORK`);
 //! - it allocates nothing, takes no lock and makes only async-signal-safe calls;
+//! - it has its own descriptor table, directory and signal handlers (the clone shares none of
+//!   them: no `CLONE_FILES`, `CLONE_FS` or `CLONE_SIGHAND`), so that what it changes before the
+//!   exec is its own;
 //! - it starts with every signal blocked (the parent blocks them around the clone) and resets
 //!   every handler to the default before it unblocks them, so that none of the proxy's handlers
 //!   runs in the child, on the proxy's memory; like std, it starts the server with no signal
@@ -62,6 +65,10 @@ struct Pidfd {
 }
 
 impl Drop for Pidfd {
+    /// Kills the process, without waiting for it: a process stuck in the kernel (a hung mount)
+    /// may take its time to die, and the proxy does not wait without a limit. It lets go of a
+    /// server only as it ends or when a start failed half-way, so the zombie is its parent's
+    /// for moments at most.
     fn drop(&mut self) {
         if !self.reaped.get() {
             let _ = rustix::process::pidfd_send_signal(&self.fd, Signal::KILL);
@@ -98,7 +105,8 @@ impl Process {
         let _ = rustix::process::pidfd_send_signal(&self.0.fd, signal);
     }
 
-    /// The process's exit, which reaps it.
+    /// The process's exit, which reaps it. Made once: a second registration of the pidfd with
+    /// the runtime would fail.
     pub fn exit(&self) -> impl Future<Output = io::Result<ExitStatus>> + 'static + use<> {
         let pidfd = Rc::clone(&self.0);
         async move {
@@ -114,7 +122,15 @@ impl Process {
                         pidfd.reaped.set(true);
                         return Ok(exit_status(&status));
                     }
-                    Ok(None) | Err(rustix::io::Errno::INTR) => ready.clear_ready(),
+                    // Readiness stays set for the retry: it may have been the only edge.
+                    Err(rustix::io::Errno::INTR) => {}
+                    Ok(None) => ready.clear_ready(),
+                    Err(rustix::io::Errno::INVAL) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::Unsupported,
+                            "this kernel cannot wait on a pidfd (Linux 5.4 or later is needed)",
+                        ));
+                    }
                     Err(error) => return Err(error.into()),
                 }
             }
@@ -127,7 +143,9 @@ fn exit_status(status: &WaitIdStatus) -> ExitStatus {
     let raw = match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => (code & 0xff) << 8,
         (None, Some(signal)) => signal | if status.dumped() { 0x80 } else { 0 },
-        (None, None) => 0,
+        // A wait for exits reports nothing else; should it, it counts as a failure, never as
+        // success.
+        (None, None) => 1 << 8,
     };
     ExitStatus::from_raw(raw)
 }
@@ -316,16 +334,22 @@ mod raw {
             .cast::<c_void>();
         let mut pidfd: c_int = -1;
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
-        // SAFETY: the signal sets are plain data, initialised by sigfillset and written by
-        // pthread_sigmask before they are read.
-        let mut all = unsafe { std::mem::zeroed::<libc::sigset_t>() };
-        let mut before = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+        // The kernel's signal set, which the system call takes: glibc's `sigfillset` and
+        // `pthread_sigmask` leave out the two signals glibc keeps for itself, whose handlers
+        // must not run in the child either (as `posix_spawn` blocks them too).
+        let all: u64 = !0;
+        let mut before: u64 = 0;
         // SAFETY: blocking every signal in this thread, then restoring its mask, touches only
         // this thread's mask; the child inherits the blocked mask, so no handler runs in it
-        // before it has reset them all.
+        // before it has reset them all. The sets are 8 bytes, the kernel's size on Linux.
         unsafe {
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const all,
+                &raw mut before,
+                size_of::<u64>(),
+            );
         }
         // SAFETY: `child_main` gets a pointer to `child`, which lives in this frame until the
         // call returns, and the call returns only once the child has exec'd or exited
@@ -348,7 +372,13 @@ mod raw {
         let clone_error = (pid < 0).then(io::Error::last_os_error);
         // SAFETY: as above.
         unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const before,
+                std::ptr::null_mut::<u64>(),
+                size_of::<u64>(),
+            );
         }
         drop(stack);
         if let Some(error) = clone_error {
@@ -411,7 +441,9 @@ mod raw {
             // No handler of the proxy's may run here, and the server starts as std starts
             // programs: every handler at its default (an ignored signal stays ignored, as across
             // any exec) but SIGPIPE, which Rust ignores, at its default too. glibc refuses
-            // the numbers it keeps for itself, which then stay as they are.
+            // the two numbers it keeps for itself, whose handlers stay blocked until the last
+            // step before the exec (its handler for them acts only on a signal a process sends
+            // itself), as in `posix_spawn`'s child.
             for signal in 1..=child.last_signal {
                 let mut action = std::mem::zeroed::<libc::sigaction>();
                 if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
@@ -447,9 +479,14 @@ mod raw {
             if libc::getppid() != child.proxy {
                 return libc::ESRCH;
             }
-            let mut none = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            let none: u64 = 0;
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const none,
+                std::ptr::null_mut::<u64>(),
+                size_of::<u64>(),
+            );
             libc::execve(child.path, child.argv, child.envp);
             errno()
         }
@@ -543,6 +580,55 @@ mod tests {
         assert_eq!(field("SigBlk:"), 0, "{text}");
         let sigpipe = 1u64 << (libc::SIGPIPE - 1);
         assert_eq!(field("SigIgn:") & sigpipe, 0, "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_exit_is_waited_for_through_the_pidfd_and_a_reaped_process_is_not_signalled() {
+        let started = run(&["sh", "-c", "exec sleep 30"], &[], None).unwrap();
+        let process = started.process.clone();
+        process.signal(Signal::TERM);
+        let status = process.exit().await.unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGTERM)
+        );
+        // Reaped: the kernel refuses the pidfd's signals, whoever has the pid now.
+        assert_eq!(
+            rustix::process::pidfd_send_signal(process.pidfd(), Signal::KILL),
+            Err(rustix::io::Errno::SRCH)
+        );
+        let exited = run(&["sh", "-c", "exit 3"], &[], None).unwrap();
+        assert_eq!(exited.process.exit().await.unwrap().code(), Some(3));
+    }
+
+    #[test]
+    fn letting_go_of_a_process_unreaped_kills_it() {
+        let started = run(&["sh", "-c", "exec sleep 30"], &[], None).unwrap();
+        let pidfd = started.process.pidfd().try_clone_to_owned().unwrap();
+        drop(started);
+        let status = rustix::process::waitid(
+            rustix::process::WaitId::PidFd(pidfd.as_fd()),
+            rustix::process::WaitIdOptions::EXITED,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn the_parent_gets_its_signal_mask_back() {
+        let blocked = || {
+            std::fs::read_to_string("/proc/thread-self/status")
+                .unwrap()
+                .lines()
+                .find(|l| l.starts_with("SigBlk:"))
+                .unwrap()
+                .to_owned()
+        };
+        let before = blocked();
+        let started = run(&["sh", "-c", "true"], &[], None).unwrap();
+        assert_eq!(blocked(), before);
+        assert_eq!(exit_code(&started), 0);
     }
 
     #[test]

@@ -36,7 +36,15 @@ pub struct Server {
 impl Server {
     /// Starts `launch` (its command line, with its variables set, in its directory) with piped
     /// stdin and stdout and the proxy's stderr.
+    ///
+    /// Only on the main thread: the kernel sends the server's death signal when the thread that
+    /// started it ends, and only the main thread lives as long as the proxy.
     pub fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
+        debug_assert_eq!(
+            std::thread::current().name(),
+            Some("main"),
+            "a server dies with the thread that started it"
+        );
         let program = launch.argv.first().expect("clap requires a command");
         let fail = |error: std::io::Error| SpawnError {
             command: program.to_string_lossy().into_owned(),
