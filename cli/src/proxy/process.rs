@@ -44,6 +44,8 @@ use std::process::ExitStatus;
 use std::rc::Rc;
 
 use rustix::process::{Signal, WaitId, WaitIdOptions, WaitIdStatus};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 
 /// A started child: its pid, its process, and the proxy's ends of its stdin and stdout.
 pub struct Started {
@@ -110,7 +112,7 @@ impl Process {
     pub fn exit(&self) -> impl Future<Output = io::Result<ExitStatus>> + 'static + use<> {
         let pidfd = Rc::clone(&self.0);
         async move {
-            let exit = raw::readiness(Registered(pidfd))?;
+            let exit = readiness(Registered(pidfd))?;
             loop {
                 let mut ready = exit.readable().await?;
                 let pidfd = &exit.get_ref().0;
@@ -251,26 +253,25 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
 }
 
-/// The clone, the child, and the pidfd's registration with the runtime: the workspace's one
-/// place allowed `unsafe`.
+/// The runtime's readiness of a pidfd.
+///
+/// tokio deprecated its safe constructor because a caller could hand it a descriptor it does not
+/// own and close it while registered; the replacement is `unsafe`. `Registered` is one of the
+/// pidfd's owners, so the descriptor stays open, and the same, for as long as the registration
+/// holds it: the condition the `unsafe` one asks its caller to uphold (as the daemon's
+/// `connection/peer_socket.rs` registers its sockets).
+#[allow(deprecated)]
+fn readiness(pidfd: Registered) -> io::Result<AsyncFd<Registered>> {
+    AsyncFd::with_interest(pidfd, Interest::READABLE)
+}
+
+/// The clone and the child: the workspace's one place allowed `unsafe`.
 #[allow(unsafe_code)]
 mod raw {
     use std::ffi::{CStr, c_char, c_int, c_void};
     use std::io;
     use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
     use std::sync::atomic::{AtomicI32, Ordering};
-
-    use tokio::io::Interest;
-    use tokio::io::unix::AsyncFd;
-
-    use super::Registered;
-
-    /// The runtime's readiness of a pidfd.
-    pub fn readiness(pidfd: Registered) -> io::Result<AsyncFd<Registered>> {
-        // SAFETY: `Registered` is one of the owners of the pidfd, so the descriptor stays open,
-        // and is the same one, for as long as the registration that holds it.
-        unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }.map_err(Into::into)
-    }
 
     /// The child's stack. It runs a few small frames of its own and glibc's wrappers, never
     /// anything that grows with the command; `posix_spawn` gives its child 32 KiB and the

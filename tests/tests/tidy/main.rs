@@ -371,7 +371,7 @@ fn the_checks_above_would_see_a_violation() {
 /// `unsafe_code = "deny"`; an `#[allow(unsafe_code)]` anywhere else fails here.
 const UNSAFE_ALLOWED: (&str, &str) = (
     "cli/src/proxy/process.rs",
-    "the server's start: a clone sharing the proxy's memory whose child sets PR_SET_PDEATHSIG and execs, and its pidfd's registration with the runtime",
+    "the server's start: a clone sharing the proxy's memory, whose child sets PR_SET_PDEATHSIG and execs",
 );
 
 /// The code lines of `text` that lift the `unsafe_code` lint.
