@@ -335,23 +335,9 @@ mod raw {
             .cast::<c_void>();
         let mut pidfd: c_int = -1;
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
-        // The kernel's signal set, which the system call takes: glibc's `sigfillset` and
-        // `pthread_sigmask` leave out the two signals glibc keeps for itself, whose handlers
-        // must not run in the child either (as `posix_spawn` blocks them too).
-        let all: u64 = !0;
-        let mut before: u64 = 0;
-        // SAFETY: blocking every signal in this thread, then restoring its mask, touches only
-        // this thread's mask; the child inherits the blocked mask, so no handler runs in it
-        // before it has reset them all. The sets are 8 bytes, the kernel's size on Linux.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &raw const all,
-                &raw mut before,
-                size_of::<u64>(),
-            );
-        }
+        // Every signal blocked in this thread, so that the child inherits them blocked and no
+        // handler runs in it before it has reset them all.
+        let before = set_signal_mask(!0);
         // SAFETY: `child_main` gets a pointer to `child`, which lives in this frame until the
         // call returns, and the call returns only once the child has exec'd or exited
         // (`CLONE_VFORK`): it never reads `child` or the stack afterwards. The stack is owned
@@ -371,16 +357,7 @@ mod raw {
             )
         };
         let clone_error = (pid < 0).then(io::Error::last_os_error);
-        // SAFETY: as above.
-        unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &raw const before,
-                std::ptr::null_mut::<u64>(),
-                size_of::<u64>(),
-            );
-        }
+        set_signal_mask(before);
         drop(stack);
         if let Some(error) = clone_error {
             return Err(error);
@@ -480,17 +457,30 @@ mod raw {
             if libc::getppid() != child.proxy {
                 return libc::ESRCH;
             }
-            let none: u64 = 0;
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &raw const none,
-                std::ptr::null_mut::<u64>(),
-                size_of::<u64>(),
-            );
+            set_signal_mask(0);
             libc::execve(child.path, child.argv, child.envp);
             errno()
         }
+    }
+
+    /// Sets the calling thread's signal mask, in the kernel's terms, and returns the one before.
+    /// The system call, not glibc's `sigprocmask`: glibc leaves out the two signals it keeps for
+    /// itself, whose handlers must not run in the child either (`posix_spawn` blocks them too).
+    /// Async-signal-safe, for the child as for the parent.
+    fn set_signal_mask(mask: u64) -> u64 {
+        let mut before: u64 = 0;
+        // SAFETY: rt_sigprocmask reads `mask` and writes `before`, both of the 8 bytes that are
+        // the kernel's signal set on Linux, and changes only the calling thread's mask.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const mask,
+                &raw mut before,
+                size_of::<u64>(),
+            );
+        }
+        before
     }
 
     /// The calling thread's `errno`: in the child, the parent thread's word, which the parent
