@@ -246,7 +246,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     && !running.retiring
                     && running.exited.is_none() =>
             {
-                let exit = Some(running.server.pidfd());
+                let exit = running.server.pidfd();
                 let number = running.number;
                 waiter.ready(&mut host_lines, &mut running.lines, number, exit, wake_at)
             }

@@ -182,7 +182,7 @@ impl Waiter {
         host: &mut LineReader<H>,
         server: &mut LineReader<S>,
         number: u64,
-        exit: Option<BorrowedFd<'_>>,
+        exit: BorrowedFd<'_>,
         deadline: Option<Instant>,
     ) -> Wait
     where
@@ -200,9 +200,7 @@ impl Waiter {
         if let Some(piece) = host.buffered(false) {
             return Wait::Turn(Turn::Host(Ok(piece.map(whole))));
         }
-        let (Some(host_fd), Some(server_fd), Some(exit)) =
-            (host.descriptor(), server.descriptor(), exit)
-        else {
+        let (Some(host_fd), Some(server_fd)) = (host.descriptor(), server.descriptor()) else {
             return Wait::Runtime;
         };
         let registered = self.watch(host_fd, server_fd, number, exit);
@@ -359,7 +357,7 @@ mod tests {
         // A deadline already passed: the wait itself returns at once, so only lines already
         // read can come after the first.
         let now = Some(Instant::now());
-        let exit = Some(exit.as_fd());
+        let exit = exit.as_fd();
         assert_eq!(
             line(waiter.ready(&mut host, &mut server, 1, exit, now)),
             ("server", b"a".to_vec())
@@ -380,7 +378,7 @@ mod tests {
         let (mut to_host, mut host) = pipe();
         let mut waiter = Waiter::new(Bell::new().unwrap()).unwrap();
         let (exit, _keep) = exit_fd(false);
-        let exit = Some(exit.as_fd());
+        let exit = exit.as_fd();
         to_host.write_all(b"from the host\n").unwrap();
         to_server.write_all(b"from the server\n").unwrap();
         let later = Some(Instant::now() + Duration::from_secs(10));
@@ -396,7 +394,7 @@ mod tests {
         let (_to_host, mut host) = pipe();
         let mut waiter = Waiter::new(Bell::new().unwrap()).unwrap();
         let (exit, _keep) = exit_fd(false);
-        let exit = Some(exit.as_fd());
+        let exit = exit.as_fd();
         let later = Some(Instant::now() + Duration::from_secs(10));
         to_server.write_all(b"{\"half\":").unwrap();
         // Half a line is no turn: the runtime's read takes it up from there.
@@ -421,7 +419,7 @@ mod tests {
         host: &mut LineReader<Receiver>,
         server: &mut LineReader<Receiver>,
         number: u64,
-        exit: Option<BorrowedFd<'_>>,
+        exit: BorrowedFd<'_>,
         deadline: Instant,
     ) -> bool {
         let wait = waiter.ready(host, server, number, exit, Some(deadline));
@@ -436,7 +434,7 @@ mod tests {
         let ringer = bell.ringer().unwrap();
         let mut waiter = Waiter::new(bell).unwrap();
         let (running, _keep) = exit_fd(false);
-        let running = Some(running.as_fd());
+        let running = running.as_fd();
         let deadline = Instant::now() + Duration::from_secs(30);
         let heard_nothing = |waiter: &Waiter| {
             let mut left = [0u8; 8];
@@ -490,21 +488,12 @@ mod tests {
 
         // Another server (as after a restart), whose pidfd the wait adds, has exited.
         let (exited, _keep) = exit_fd(true);
-        let exited = Some(exited.as_fd());
+        let exited = exited.as_fd();
         let early = handed_over_early(&mut waiter, &mut host, &mut server, 2, exited, deadline);
         assert!(early, "the exit ended the wait");
         assert!(
             !waiter.failed,
             "the new server's descriptors were registered"
         );
-        // No pidfd: the loop cannot see the server's exit, so it leaves the wait to the runtime.
-        assert!(handed_over_early(
-            &mut waiter,
-            &mut host,
-            &mut server,
-            1,
-            None,
-            deadline
-        ));
     }
 }
