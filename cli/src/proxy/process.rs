@@ -28,8 +28,8 @@
 //!   exited).
 //!
 //! The clone also makes a pidfd (`CLONE_PIDFD`, Linux 5.2; waiting on one needs 5.4), which
-//! [`Process`] waits on and signals through: a signal can never reach another process that took the pid once the
-//! server's was reaped.
+//! [`Process`] waits on and signals through: a signal can never reach another process that took
+//! the pid once the server's was reaped.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -174,22 +174,23 @@ impl Command {
         let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         env.extend(overrides.iter().cloned());
         Ok(Self {
-            path: c_string(path.as_os_str().as_bytes().to_vec(), "the program's path")?,
+            path: c_string(path.as_os_str(), || format!("the program's path {path:?}"))?,
             argv: argv
                 .iter()
-                .map(|arg| c_string(arg.as_bytes().to_vec(), "an argument"))
+                .map(|arg| c_string(arg, || format!("the argument {arg:?}")))
                 .collect::<io::Result<_>>()?,
             env: env
                 .into_iter()
                 .map(|(name, value)| {
-                    let mut entry = name.into_vec();
-                    entry.push(b'=');
-                    entry.extend_from_slice(value.as_bytes());
-                    c_string(entry, "an environment variable")
+                    let mut entry = name.clone();
+                    entry.push("=");
+                    entry.push(value);
+                    // The value is left out of the message: it may be a secret.
+                    c_string(&entry, || format!("the environment variable {name:?}"))
                 })
                 .collect::<io::Result<_>>()?,
             cwd: cwd
-                .map(|dir| c_string(dir.as_os_str().as_bytes().to_vec(), "the directory"))
+                .map(|dir| c_string(dir.as_os_str(), || format!("the directory {dir:?}")))
                 .transpose()?,
         })
     }
@@ -223,14 +224,12 @@ impl Command {
     }
 }
 
-fn c_string(bytes: Vec<u8>, what: &str) -> io::Result<CString> {
-    CString::new(bytes).map_err(|e| {
-        let shown = OsStr::from_bytes(&e.into_vec())
-            .to_string_lossy()
-            .into_owned();
+/// `text` as a C string, or an error naming `what` (`the argument "…"`) when it holds a NUL byte.
+fn c_string(text: &OsStr, what: impl FnOnce() -> String) -> io::Result<CString> {
+    CString::new(text.as_bytes()).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{what} holds a NUL byte, which no program can be given: {shown:?}"),
+            format!("{} holds a NUL byte, which no program can be given", what()),
         )
     })
 }
@@ -555,7 +554,8 @@ mod tests {
     fn the_child_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
         // The parent blocks every signal around the clone, and this test binary ignores SIGPIPE,
         // as every Rust program does: the server must inherit neither. (That the child asks to
-        // die with the proxy is the end-to-end test `a_proxy_killed_with_sigkill_takes_its_server_with_it`.)
+        // die with the proxy is the end-to-end test
+        // `a_proxy_killed_with_sigkill_takes_its_server_with_it`.)
         let started = run(
             &["sh", "-c", "grep -E '^(SigBlk|SigIgn):' /proc/self/status"],
             &[],
@@ -657,5 +657,21 @@ mod tests {
         .expect("refused");
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         assert!(error.to_string().contains("NUL byte"), "{error}");
+        assert!(error.to_string().contains(r#""a\0b""#), "{error}");
+        // A variable is named without its value, which may be a secret.
+        let error = Command::new(
+            Path::new("/bin/sh"),
+            &[OsString::from("sh")],
+            &[(
+                OsString::from("ROOTSD_TOKEN"),
+                OsString::from("secret\0value"),
+            )],
+            None,
+        )
+        .err()
+        .expect("refused");
+        let message = error.to_string();
+        assert!(message.contains("ROOTSD_TOKEN"), "{message}");
+        assert!(!message.contains("secret"), "{message}");
     }
 }
