@@ -267,6 +267,16 @@ pub struct SpawnError {
     pub error: io::Error,
 }
 
+impl SpawnError {
+    /// `program` could not be started, for `error`.
+    pub fn new(program: &std::ffi::OsStr, error: io::Error) -> Self {
+        Self {
+            command: program.to_string_lossy().into_owned(),
+            error,
+        }
+    }
+}
+
 /// `rootsctl hosts wrap|unwrap` left files or servers as they were; each is named above
 /// (exit status 1).
 #[derive(Debug, thiserror::Error)]

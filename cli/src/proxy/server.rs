@@ -46,10 +46,7 @@ impl Server {
             "a server dies with the thread that started it"
         );
         let program = launch.argv.first().expect("clap requires a command");
-        let fail = |error: std::io::Error| SpawnError {
-            command: program.to_string_lossy().into_owned(),
-            error,
-        };
+        let fail = |error| SpawnError::new(program, error);
         let mut resolved = resolve(program)?;
         if launch.cwd.is_some() && resolved.is_relative() {
             // The server starts in another directory, where a relative path would name another
@@ -113,10 +110,7 @@ impl Server {
 /// Finds `program` as `execvp` would, so that a missing or unrunnable command is reported by the
 /// proxy itself (127 or 126, as shells do) before anything starts.
 fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
-    let fail = |error: std::io::Error| SpawnError {
-        command: program.to_string_lossy().into_owned(),
-        error,
-    };
+    let fail = |error| SpawnError::new(program, error);
     if program.as_bytes().contains(&b'/') {
         let path = PathBuf::from(program);
         check_executable(&path).map_err(fail)?;
