@@ -37,7 +37,7 @@ use crate::store::database::{Behind, Store, StoreError};
 use crate::store::history;
 use crate::store::journal::{Entry, Journal};
 use crate::store::model::{Change, Contents, HistoryEntryV1};
-use crate::store::reaper::Reaper;
+use crate::store::reaper::{Reaper, Retired};
 
 /// How long writes must pause before the database is checkpointed.
 const CHECKPOINT_AFTER_IDLE: Duration = Duration::from_millis(250);
@@ -111,6 +111,11 @@ struct State {
     closing: bool,
     /// The commit thread has stopped: nothing written now would ever be synced.
     stopped: bool,
+    /// The commit thread is waiting on `wake`. Set and cleared under this lock around its wait,
+    /// so a writer that finds it clear knows the thread will look at the queue before it waits
+    /// again, and need not wake it: a notification is a system call even when nobody waits, and
+    /// in a burst of changes the thread is nearly always busy syncing.
+    waiting: bool,
 }
 
 struct Shared {
@@ -164,6 +169,7 @@ impl Committer {
                 last_write: Instant::now(),
                 closing: false,
                 stopped: false,
+                waiting: false,
             }),
             wake: Condvar::new(),
             committed,
@@ -249,8 +255,11 @@ impl Committer {
                 };
                 // Woken while this thread still held the lock, the commit thread would block on
                 // it at once: one more switch between threads on every change.
+                let waiting = state.waiting;
                 drop(state);
-                self.shared.wake.notify_one();
+                if waiting {
+                    self.shared.wake.notify_one();
+                }
                 Ok((reply, Some(receiver)))
             }
         }
@@ -405,11 +414,13 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
             } else {
                 Duration::from_secs(3600)
             };
+            state.waiting = true;
             state = shared
                 .wake
                 .wait_timeout(state, wait)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            state.waiting = false;
             continue;
         }
         // Everything queued so far rides on this one write and sync; writers keep queueing
@@ -431,13 +442,14 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 let batch: Vec<Written> = state.unsynced.drain(..count).collect();
                 state.since_checkpoint += batch.len();
                 drop(state);
-                let published = publish(shared, batch);
+                let (published, mut retired) = publish(shared, batch);
                 state = lock(&shared.state);
                 for change in published {
                     if let Some(replaced) = state.behind.push(change) {
-                        shared.reaper.retire(replaced.state);
+                        retired.push(replaced.state);
                     }
                 }
+                shared.reaper.retire(retired);
                 if state.since_checkpoint >= CHECKPOINT_AFTER_CHANGES
                     || state.journal.wants_compaction()
                 {
@@ -475,10 +487,17 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
     }
 }
 
-/// Applies durable changes to the committed view, publishes them, and acknowledges their
-/// writers, in order. Returns the changes, for the database.
-fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
+/// Applies durable changes to the committed view and publishes them, in order, then acknowledges
+/// their writers, in order. Returns the changes, for the database, and the states they replaced,
+/// for the reaper.
+///
+/// The acknowledgements go out together, after the batch's last publication: each wakes its
+/// writer's task, and woken one by one between publications, a burst of changes woke the
+/// runtime's sleeping workers once per change instead of once per batch.
+fn publish(shared: &Shared, batch: Vec<Written>) -> (Vec<Change>, Retired) {
     let mut changes = Vec::with_capacity(batch.len());
+    let mut retired = Vec::with_capacity(batch.len());
+    let mut waiters = Vec::with_capacity(batch.len());
     for written in batch {
         // The state the change replaces is let go of by the reaper, once its writers are
         // answered.
@@ -489,15 +508,14 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> Vec<Change> {
         let committed = read(&shared.committed);
         (shared.on_durable)(&written.change, &committed);
         drop(committed);
-        for waiter in written.waiters {
-            let _ = waiter.send(Ok(()));
-        }
-        if let Some(replaced) = replaced {
-            shared.reaper.retire(replaced);
-        }
+        waiters.extend(written.waiters);
+        retired.extend(replaced);
         changes.push(written.change);
     }
-    changes
+    for waiter in waiters {
+        let _ = waiter.send(Ok(()));
+    }
+    (changes, retired)
 }
 
 /// Hands the database the durable changes it has not taken yet, as one batch.

@@ -8,8 +8,12 @@
 //! with the reaper. The reaper takes it off that path: the commit thread hands it what it
 //! replaced, and the reaper drops it while the commit thread goes on.
 //!
+//! The commit thread hands over each sync's replaced states at once, as one batch: handed over
+//! one by one, every state woke the reaper from its wait, a switch between threads per state and
+//! two per change in a burst of changes.
+//!
 //! The queue is bounded: when it is full (the reaper is behind), or the thread could not be
-//! started, the state is dropped where it was retired, as before.
+//! started, the batch is dropped where it was retired, as before.
 
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
@@ -17,23 +21,27 @@ use std::thread::JoinHandle;
 
 use crate::store::model::StoredWorkspaceV1;
 
-/// How many states may wait for the reaper. Each holds its roots' list (16 KB at 2,000 roots),
-/// and states only wait while writes come faster than the reaper drops them.
+/// How many batches may wait for the reaper. A batch holds at most two states per change of one
+/// sync (the committed state's and the database's), each with its roots' list (16 KB at 2,000
+/// roots), and batches only wait while writes come faster than the reaper drops them.
 const WAITING: usize = 64;
 
+/// The states one sync replaced.
+pub type Retired = Vec<Arc<StoredWorkspaceV1>>;
+
 pub struct Reaper {
-    queue: Option<SyncSender<Arc<StoredWorkspaceV1>>>,
+    queue: Option<SyncSender<Retired>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Reaper {
     pub fn start() -> Self {
-        let (queue, retired) = sync_channel::<Arc<StoredWorkspaceV1>>(WAITING);
+        let (queue, retired) = sync_channel::<Retired>(WAITING);
         let thread = std::thread::Builder::new()
             .name("rootsd-reaper".to_owned())
             .spawn(move || {
-                for state in retired {
-                    drop(state);
+                for batch in retired {
+                    drop(batch);
                 }
             });
         match thread {
@@ -51,11 +59,14 @@ impl Reaper {
         }
     }
 
-    /// Lets go of `state`, on the reaper's thread if it has room, else here.
-    pub fn retire(&self, state: Arc<StoredWorkspaceV1>) {
+    /// Lets go of `states`, on the reaper's thread if it has room, else here.
+    pub fn retire(&self, states: Retired) {
+        if states.is_empty() {
+            return;
+        }
         if let Some(queue) = &self.queue {
-            // A full queue, or a reaper gone, hands the state back, and it is dropped here.
-            let _ = queue.try_send(state);
+            // A full queue, or a reaper gone, hands the batch back, and it is dropped here.
+            let _ = queue.try_send(states);
         }
     }
 }
@@ -79,15 +90,16 @@ mod tests {
         let reaper = Reaper::start();
         let state = Arc::new(StoredWorkspaceV1::default());
         let watcher = Arc::downgrade(&state);
-        reaper.retire(state);
-        // Many more than the queue holds: none is kept, whichever thread drops it.
+        reaper.retire(vec![state]);
+        // Many more batches than the queue holds: none is kept, whichever thread drops it.
         let many: Vec<_> = (0..WAITING * 4)
             .map(|_| Arc::new(StoredWorkspaceV1::default()))
             .collect();
         let watchers: Vec<_> = many.iter().map(Arc::downgrade).collect();
-        for state in many {
-            reaper.retire(state);
+        for pair in many.chunks(2) {
+            reaper.retire(pair.to_vec());
         }
+        drop(many);
         drop(reaper);
         assert!(
             watcher.upgrade().is_none(),
