@@ -35,8 +35,7 @@ pub fn canonical_publication(roots: Vec<Root>) -> Result<Vec<Root>, RequestError
     }
     let mut canonical: Vec<Root> = Vec::with_capacity(roots.len());
     for host_root in roots {
-        let path = root::path_from_uri(&host_root.uri)?;
-        let uri = root::uri_from_path(&path)?;
+        let (path, uri) = root::canonical(&host_root.uri)?;
         if canonical.iter().any(|r| r.uri == uri) {
             continue;
         }

@@ -127,7 +127,66 @@ pub fn path_from_uri(uri: &str) -> Result<PathBuf, RootError> {
 
 /// Re-encodes any accepted `file://` URI in the one canonical form rootsd stores and sends.
 pub fn canonical_uri(uri: &str) -> Result<String, RootError> {
-    uri_from_path(&path_from_uri(uri)?)
+    canonical(uri).map(|(_, uri)| uri)
+}
+
+/// The path a `file://` URI names and its canonical form, as [`path_from_uri`] and then
+/// [`uri_from_path`] give them.
+///
+/// A URI already in canonical form with nothing to decode, as rootsctl and the proxy send them,
+/// is recognised by a scan of its bytes and taken as it is: the full parse and re-encoding cost
+/// a quarter of the daemon's work on each `roots.add` (about 8,700 instructions of 37,000).
+pub fn canonical(uri: &str) -> Result<(PathBuf, String), RootError> {
+    if let Some(path) = plainly_canonical(uri) {
+        return Ok((PathBuf::from(path), uri.to_owned()));
+    }
+    let path = path_from_uri(uri)?;
+    let uri = uri_from_path(&path)?;
+    Ok((path, uri))
+}
+
+/// The path of `uri` when the URI is certainly canonical: `file:///` followed by segments of
+/// bytes that are neither encoded nor decoded on the way to a path and back (no `%`, no
+/// byte the encoder escapes, no `\`, which a `file:` URL reads as `/`, no `|`, which it may read
+/// as a drive letter's `:`), none empty (`//`, a trailing `/`) and none `.` or `..`. Anything
+/// else takes the full parse, which is the definition; a test checks the two agree.
+fn plainly_canonical(uri: &str) -> Option<&str> {
+    let path = uri.strip_prefix("file://")?;
+    if path == "/" {
+        return Some(path);
+    }
+    let segments = path.strip_prefix('/')?;
+    let plain = |b: u8| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'@'
+            )
+    };
+    for segment in segments.split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." {
+            return None;
+        }
+        if !segment.bytes().all(plain) {
+            return None;
+        }
+    }
+    Some(path)
 }
 
 /// The name a root gets when the user gives none: the directory's base name, or `/` for the
@@ -146,6 +205,57 @@ mod tests {
         let uri = uri_from_path(Path::new(path)).unwrap();
         assert_eq!(path_from_uri(&uri).unwrap(), Path::new(path), "via {uri}");
         uri
+    }
+
+    #[test]
+    fn the_scan_for_canonical_uris_agrees_with_the_full_parse() {
+        // Every URI the scan takes must be exactly what the full parse makes of it; URIs built
+        // from an alphabet of the bytes that matter (separators, dots, escapes, a drive letter's
+        // `|`, spaces, non-ASCII) in every arrangement up to a small length, behind the prefixes
+        // a peer may send.
+        let alphabet = [
+            "a", "/", ".", "%", "%2e", "%41", " ", "\\", "|", ":", "?", "#", "é", "~", "C",
+        ];
+        let prefixes = [
+            "file://",
+            "file:///",
+            "FILE:///",
+            "file://localhost/",
+            "file:////",
+        ];
+        let mut taken = 0;
+        let mut texts = vec![String::new()];
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for text in &texts {
+                for piece in alphabet {
+                    next.push(format!("{text}{piece}"));
+                }
+            }
+            for tail in &next {
+                for prefix in prefixes {
+                    let uri = format!("{prefix}{tail}");
+                    let slow = path_from_uri(&uri).and_then(|p| Ok((uri_from_path(&p)?, p)));
+                    if let Some(path) = plainly_canonical(&uri) {
+                        taken += 1;
+                        let (canonical, decoded) = slow.clone().unwrap_or_else(|e| {
+                            panic!("{uri:?} was taken as canonical but does not parse: {e}")
+                        });
+                        assert_eq!(canonical, uri, "{uri:?} was taken as canonical");
+                        assert_eq!(decoded, PathBuf::from(path), "{uri:?}'s path");
+                    }
+                    let fast = canonical(&uri).map(|(p, u)| (u, p));
+                    assert_eq!(fast, slow, "canonical({uri:?}) and the full parse differ");
+                }
+            }
+            texts = next;
+        }
+        assert!(taken > 1000, "the scan took only {taken} URIs");
+        assert_eq!(plainly_canonical("file:///"), Some("/"));
+        assert_eq!(
+            plainly_canonical("file:///home/ana/src/rootsd"),
+            Some("/home/ana/src/rootsd")
+        );
     }
 
     #[test]

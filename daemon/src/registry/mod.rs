@@ -332,8 +332,7 @@ impl Registry {
         let mut canonical: Vec<(Option<String>, String, std::path::PathBuf)> =
             Vec::with_capacity(roots.len());
         for root in roots {
-            let path = rootsd_proto::root::path_from_uri(&root.uri)?;
-            let uri = rootsd_proto::root::uri_from_path(&path)?;
+            let (path, uri) = rootsd_proto::root::canonical(&root.uri)?;
             let name = root.name.filter(|n| !n.is_empty());
             // One root mentioned twice (`rootsctl add a a/`) is one change, reported once; the
             // last name given for it wins, as if the mentions had been separate adds.
