@@ -435,6 +435,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
             .write_all_at(&bytes, at)
             .and_then(|()| sync.sync_data());
         state = lock(&shared.state);
+        state.journal.recycle(bytes);
         match synced {
             Ok(()) => {
                 state.durable_len = target;

@@ -248,15 +248,24 @@ impl Replay {
     }
 }
 
+/// Appends `delta`'s record, its CRC and its newline to `out`, as [`encode`] makes it.
+fn encode_delta(delta: &Delta, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(b"00000000 ");
+    delta.encode_json(out);
+    let crc = crc32fast::hash(&out[start + 9..]);
+    for (k, digit) in out[start..start + 8].iter_mut().enumerate() {
+        let nibble = (crc >> (28 - 4 * k)) & 0xf;
+        *digit = b"0123456789abcdef"[nibble as usize];
+    }
+    out.push(b'\n');
+}
+
 /// One record as a line.
 pub fn encode(entry: &Entry) -> Vec<u8> {
     if let Entry::Delta(delta) = entry {
         let mut line = Vec::with_capacity(256);
-        line.extend_from_slice(b"00000000 ");
-        delta.encode_json(&mut line);
-        let crc = format!("{:08x}", crc32fast::hash(&line[9..]));
-        line[..8].copy_from_slice(crc.as_bytes());
-        line.push(b'\n');
+        encode_delta(delta, &mut line);
         return line;
     }
     let record = match entry {
@@ -510,7 +519,15 @@ pub struct Journal {
     /// ([`Journal::take_unwritten`]), so that a burst of writers costs one system call, not one
     /// each under the writers' lock. Bounded by the changes waiting for that sync.
     unwritten: Vec<u8>,
+    /// The buffer the last sync wrote, given back emptied ([`Journal::recycle`]) to take
+    /// `unwritten`'s place at the next: a buffer that started empty at every sync grew by
+    /// doubling under the writers' lock, reallocated and copied at each step.
+    spare: Vec<u8>,
 }
+
+/// The largest buffer kept for reuse: a burst of a few hundred small changes. A larger one,
+/// after a burst of large changes, goes back to the allocator.
+const SPARE_MAX: usize = 64 * 1024;
 
 impl Journal {
     /// Writes a new journal holding `contents` (checkpointed at `checkpoint`) in place of any
@@ -541,6 +558,7 @@ impl Journal {
             len: bytes.len() as u64,
             snapshot_len,
             unwritten: Vec::new(),
+            spare: Vec::new(),
         })
     }
 
@@ -588,6 +606,7 @@ impl Journal {
             len: valid_len,
             snapshot_len: replay.snapshot_len,
             unwritten: Vec::new(),
+            spare: Vec::new(),
         })
     }
 
@@ -640,12 +659,15 @@ impl Journal {
         change: &Change,
         previous: Option<&StoredWorkspaceV1>,
     ) {
-        let line = match Delta::between(previous, change) {
-            Some(delta) => encode(&Entry::Delta(delta)),
-            None => encode(&Entry::Change(change.clone())),
-        };
-        self.len += line.len() as u64;
-        self.unwritten.extend_from_slice(&line);
+        let before = self.unwritten.len();
+        match Delta::between(previous, change) {
+            // Encoded in place: the common record needs no buffer of its own.
+            Some(delta) => encode_delta(&delta, &mut self.unwritten),
+            None => self
+                .unwritten
+                .extend_from_slice(&encode(&Entry::Change(change.clone()))),
+        }
+        self.len += (self.unwritten.len() - before) as u64;
     }
 
     /// The records queued since the last call and the offset they go at. The caller writes them
@@ -653,7 +675,16 @@ impl Journal {
     /// journal back with [`Journal::truncate`].
     pub fn take_unwritten(&mut self) -> (Vec<u8>, u64) {
         let at = self.written();
-        (std::mem::take(&mut self.unwritten), at)
+        let spare = std::mem::take(&mut self.spare);
+        (std::mem::replace(&mut self.unwritten, spare), at)
+    }
+
+    /// Takes back a buffer [`Journal::take_unwritten`] handed out, once written, for reuse.
+    pub fn recycle(&mut self, mut bytes: Vec<u8>) {
+        if bytes.capacity() <= SPARE_MAX {
+            bytes.clear();
+            self.spare = bytes;
+        }
     }
 
     /// Writes `change`, whose workspace was `previous` before it, after the last record: as a

@@ -553,3 +553,39 @@ fn line_ends(bytes: &[u8]) -> Vec<usize> {
         .map(|(i, _)| i)
         .collect()
 }
+
+#[test]
+fn deferred_records_are_the_encoded_records_and_the_written_buffer_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let mut journal = Journal::create(&path, &Contents::default(), 0).unwrap();
+    let file = journal.sync_handle().unwrap();
+    let changes = history_of_changes();
+    let mut contents = Contents::default();
+    let mut first_buffer = None;
+    for (k, change) in changes.iter().enumerate() {
+        let previous = contents.workspaces.get(&change.workspace).map(Arc::as_ref);
+        journal.append_change_deferred(change, previous);
+        let want = encode(&Entry::Delta(Delta::between(previous, change).unwrap()));
+        contents.apply(change);
+        // One sync per change: the buffer the first wrote fills again at the third.
+        if k == 2 {
+            assert_eq!(
+                Some(journal.unwritten.as_ptr()),
+                first_buffer,
+                "the third sync's records go into the buffer the first wrote"
+            );
+        }
+        let (bytes, at) = journal.take_unwritten();
+        assert_eq!(bytes, want, "the deferred record is the encoded one");
+        file.write_all_at(&bytes, at).unwrap();
+        if k == 0 {
+            first_buffer = Some(bytes.as_ptr());
+        }
+        journal.recycle(bytes);
+    }
+    assert_eq!(fs::metadata(&path).unwrap().len(), journal.len());
+    let replay = read(&path).unwrap().unwrap();
+    assert_eq!(replay.damage, None);
+    assert_eq!(replay.contents(), contents);
+}
