@@ -9,21 +9,22 @@
 
 use std::io::Read as _;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::info::AdmittedPeer;
 use crate::store::PeerV1;
 use crate::store::bounded_text;
 use crate::users;
 
-/// A greeted connection's identity, as the history records it.
+/// A greeted connection's identity, as the history records it. Its texts are shared with every
+/// change it makes, which clones them as pointers.
 #[derive(Debug)]
 pub struct Author {
     uid: u32,
     pid: Option<i32>,
-    process: Option<String>,
-    client: Option<String>,
-    user: OnceLock<Option<String>>,
+    process: Option<Arc<str>>,
+    client: Option<Arc<str>>,
+    user: OnceLock<Option<Arc<str>>>,
 }
 
 impl Author {
@@ -33,8 +34,8 @@ impl Author {
         Self {
             uid: peer.uid,
             pid: peer.pid,
-            process: peer.pid.and_then(process_name),
-            client: (!client.is_empty()).then(|| bounded_text(client)),
+            process: peer.pid.and_then(process_name).map(Arc::from),
+            client: (!client.is_empty()).then(|| Arc::from(bounded_text(client))),
             user: OnceLock::new(),
         }
     }
@@ -44,9 +45,11 @@ impl Author {
     pub fn peer(&self) -> PeerV1 {
         let user = self
             .user
-            .get_or_init(|| users::name_of(self.uid, Path::new(users::PASSWD_FILE)))
-            .as_deref()
-            .map(bounded_text);
+            .get_or_init(|| {
+                users::name_of(self.uid, Path::new(users::PASSWD_FILE))
+                    .map(|name| Arc::from(bounded_text(&name)))
+            })
+            .clone();
         PeerV1 {
             uid: self.uid,
             user,
@@ -121,7 +124,7 @@ mod tests {
         } = author.peer();
         assert_eq!(uid, me);
         assert_eq!(recorded_pid, Some(std::process::id()));
-        assert_eq!(process, process_name(pid));
+        assert_eq!(process.as_deref(), process_name(pid).as_deref());
         assert!(process.is_some());
         let client = client.unwrap();
         assert!(
@@ -130,7 +133,7 @@ mod tests {
         );
         assert_eq!(
             user,
-            users::name_of(me, Path::new(users::PASSWD_FILE)),
+            users::name_of(me, Path::new(users::PASSWD_FILE)).map(Arc::from),
             "the user is named from /etc/passwd"
         );
         assert_eq!(Author::at_hello(&peer, " ").peer().client, None);

@@ -261,10 +261,10 @@ fn to_wire(entry: HistoryEntryV1) -> LogEntry {
 fn peer_to_wire(peer: PeerV1) -> wire::LoggedPeer {
     wire::LoggedPeer {
         uid: peer.uid,
-        user: peer.user,
+        user: peer.user.as_deref().map(str::to_owned),
         pid: peer.pid,
-        process: peer.process,
-        client: peer.client,
+        process: peer.process.as_deref().map(str::to_owned),
+        client: peer.client.as_deref().map(str::to_owned),
     }
 }
 
@@ -286,10 +286,10 @@ mod tests {
     fn by(uid: u32) -> Option<Origin> {
         Some(Origin::Peer(PeerV1 {
             uid,
-            user: Some(format!("user{uid}")),
+            user: Some(format!("user{uid}").into()),
             pid: Some(4242),
-            process: Some("rootsctl".to_owned()),
-            client: Some("rootsctl 0.1.0".to_owned()),
+            process: Some("rootsctl".into()),
+            client: Some("rootsctl 0.1.0".into()),
         }))
     }
 

@@ -219,13 +219,13 @@ impl Origin {
 pub struct PeerV1 {
     pub uid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
+    pub user: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process: Option<String>,
+    pub process: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<String>,
+    pub client: Option<Arc<str>>,
 }
 
 /// What one change did to its workspace, when, and who made it: computed from the change and

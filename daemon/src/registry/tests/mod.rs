@@ -41,9 +41,9 @@ use crate::store::{Origin, PeerV1};
 fn tester() -> Origin {
     Origin::Peer(PeerV1 {
         uid: 1000,
-        user: Some("ana".to_owned()),
+        user: Some("ana".into()),
         pid: Some(4242),
-        process: Some("registry-test".to_owned()),
+        process: Some("registry-test".into()),
         client: None,
     })
 }
@@ -249,9 +249,9 @@ fn assert_logged(line: &str, result: &ChangeResult, before: &[LogEntry], after: 
         entry.who,
         rootsd_proto::wire::Who::Peer(rootsd_proto::wire::LoggedPeer {
             uid: 1000,
-            user: Some("ana".to_owned()),
+            user: Some("ana".into()),
             pid: Some(4242),
-            process: Some("registry-test".to_owned()),
+            process: Some("registry-test".into()),
             client: None,
         }),
         "`{line}`"

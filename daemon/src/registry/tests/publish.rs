@@ -72,7 +72,7 @@ fn peer() -> PeerV1 {
     PeerV1 {
         uid: 1000,
         pid: Some(5150),
-        process: Some("rootsctl".to_owned()),
+        process: Some("rootsctl".into()),
         ..Default::default()
     }
 }

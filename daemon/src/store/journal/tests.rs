@@ -28,10 +28,10 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
         .into(),
         origin: Some(Origin::Peer(crate::store::model::PeerV1 {
             uid: 1000,
-            user: Some("ana".to_owned()),
+            user: Some("ana".into()),
             pid: Some(4242),
-            process: Some("rootsctl".to_owned()),
-            client: Some("rootsctl 0.1.0".to_owned()),
+            process: Some("rootsctl".into()),
+            client: Some("rootsctl 0.1.0".into()),
         })),
         time_unix_ms: 1_796_000_000_000 + revision,
     }

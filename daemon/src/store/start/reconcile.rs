@@ -309,7 +309,7 @@ mod tests {
     fn by_ana() -> Option<Origin> {
         Some(Origin::Peer(PeerV1 {
             uid: 1000,
-            user: Some("ana".to_owned()),
+            user: Some("ana".into()),
             ..PeerV1::default()
         }))
     }
