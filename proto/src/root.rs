@@ -251,6 +251,30 @@ mod tests {
             texts = next;
         }
         assert!(taken > 1000, "the scan took only {taken} URIs");
+        // Every printable byte, alone, between letters and doubled: the alphabet above holds
+        // only the bytes thought to matter.
+        for byte in 0x21u8..0x7f {
+            let c = char::from(byte);
+            for uri in [
+                format!("file:///{c}"),
+                format!("file:///a{c}b"),
+                format!("file:///a/{c}{c}"),
+            ] {
+                let slow = path_from_uri(&uri).and_then(|p| Ok((p.clone(), uri_from_path(&p)?)));
+                if plainly_canonical(&uri).is_some() {
+                    assert_eq!(
+                        slow.as_ref().map(|(_, u)| u),
+                        Ok(&uri),
+                        "{uri:?} was taken as canonical"
+                    );
+                }
+                assert_eq!(
+                    canonical(&uri),
+                    slow,
+                    "canonical({uri:?}) and the full parse differ"
+                );
+            }
+        }
         assert_eq!(plainly_canonical("file:///"), Some("/"));
         assert_eq!(
             plainly_canonical("file:///home/ana/src/rootsd"),
