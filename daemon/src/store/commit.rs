@@ -1,7 +1,8 @@
 //! Group commit: every change's journal record is queued in memory, and one `pwrite` and one
 //! `fdatasync` on a thread of its own make every change queued so far durable at once, so that
 //! fifty writers at the same moment cost about one write and one sync, not fifty. Only then is a
-//! change applied to the state readers see, published, and acknowledged. The database takes the
+//! change applied to the state readers see, published, and acknowledged: a writer's task woken,
+//! or its answer written from this thread ([`Call`]). The database takes the
 //! changes once writes pause for 10 ms, and at every checkpoint, in one batch that writes each
 //! workspace they touched once: applying each change to sled as soon as no sync waited (sled's
 //! own work, and its I/O threads woken, per change) was most of a small change's cost, and
@@ -71,6 +72,32 @@ pub enum Plan<T> {
 /// A change (or a no-op's dependency) on its way to stable storage.
 pub type Ticket = oneshot::Receiver<Result<(), StoreError>>;
 
+/// What a writer is told once its change is durable, or failed to become so: a task awaiting
+/// its [`Ticket`], or a call on the commit thread, made after the batch's publications in the
+/// order the changes were written. A call lets a connection write its answer straight to its
+/// socket, as the fan-out thread writes pushes, instead of waking its task to do it: in a burst
+/// of changes, waking fifty tasks one after another on one worker, each to serialise and write
+/// its answer, took longer than the sync they waited for. A call must be quick and must not
+/// block: it holds up the next sync. Nor may it ask for a change: a failure is told with the
+/// writers' lock held.
+pub type Call = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+enum Waiter {
+    Ticket(oneshot::Sender<Result<(), StoreError>>),
+    Call(Call),
+}
+
+impl Waiter {
+    fn tell(self, outcome: Result<(), StoreError>) {
+        match self {
+            Self::Ticket(sender) => {
+                let _ = sender.send(outcome);
+            }
+            Self::Call(call) => call(outcome),
+        }
+    }
+}
+
 /// Called on the commit thread for each change once it is durable, in order, after the
 /// committed view holds it.
 pub type OnDurable = Box<dyn Fn(&Change, &Contents) + Send + Sync>;
@@ -81,7 +108,7 @@ struct Written {
     /// it to the same state of its workspace, in the same order, so it takes the same entry.
     entry: Option<HistoryEntryV1>,
     /// The writer, and any no-op that depends on this change.
-    waiters: Vec<oneshot::Sender<Result<(), StoreError>>>,
+    waiters: Vec<Waiter>,
 }
 
 struct State {
@@ -111,10 +138,11 @@ struct State {
     closing: bool,
     /// The commit thread has stopped: nothing written now would ever be synced.
     stopped: bool,
-    /// The commit thread is waiting on `wake`. Set and cleared under this lock around its wait,
-    /// so a writer that finds it clear knows the thread will look at the queue before it waits
-    /// again, and need not wake it: a notification is a system call even when nobody waits, and
-    /// in a burst of changes the thread is nearly always busy syncing.
+    /// The commit thread is waiting on `wake`, and nobody has woken it yet. Set under this lock
+    /// before its wait, cleared by the writer that wakes it or by the thread itself once it
+    /// wakes, so a writer that finds it clear knows the thread will look at the queue before it
+    /// waits again, and need not wake it: a notification is a system call even when nobody
+    /// waits, and in a burst of changes the thread is nearly always busy syncing.
     waiting: bool,
 }
 
@@ -207,6 +235,40 @@ impl Committer {
     where
         E: From<StoreError>,
     {
+        let mut ticket = None;
+        let (reply, _) = self.write_then(plan, |_| {
+            let (sender, receiver) = oneshot::channel();
+            ticket = Some(receiver);
+            Waiter::Ticket(sender)
+        })?;
+        Ok((reply, ticket))
+    }
+
+    /// [`Committer::write`], telling a [`Call`] on the commit thread instead of a ticket.
+    /// `call` makes it from the reply, under the writers' lock, only when there is something to
+    /// wait for. Returns the reply and whether a call was made: `false` means that nothing was
+    /// to be made durable first.
+    pub fn write_calling<T, E>(
+        &self,
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, E>,
+        call: impl FnOnce(&T) -> Call,
+    ) -> Result<(T, bool), E>
+    where
+        E: From<StoreError>,
+    {
+        self.write_then(plan, |reply| Waiter::Call(call(reply)))
+    }
+
+    /// Plans under the writers' lock and queues the change, if any, with the waiter `waiter`
+    /// makes from the reply (made only when there is something to wait for).
+    fn write_then<T, E>(
+        &self,
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, E>,
+        waiter: impl FnOnce(&T) -> Waiter,
+    ) -> Result<(T, bool), E>
+    where
+        E: From<StoreError>,
+    {
         let mut state = lock(&self.shared.state);
         if state.stopped || state.closing {
             return Err(StoreError::Damaged(
@@ -218,23 +280,25 @@ impl Committer {
         match plan(&state.pending)? {
             Plan::Unchanged { revision, reply } => {
                 // The reply describes the pending view; it holds only once that is durable.
-                let ticket = state
+                let waits = match state
                     .unsynced
                     .iter_mut()
                     .rev()
                     .find(|w| w.change.revision <= revision)
-                    .map(|written| {
-                        let (sender, receiver) = oneshot::channel();
-                        written.waiters.push(sender);
-                        receiver
-                    });
-                Ok((reply, ticket))
+                {
+                    Some(written) => {
+                        written.waiters.push(waiter(&reply));
+                        true
+                    }
+                    None => false,
+                };
+                Ok((reply, waits))
             }
             Plan::Write(change, reply) => {
                 debug_assert_eq!(change.revision, state.pending.revision + 1);
                 // Queued, not written: the commit thread writes every change queued before its
                 // sync with one `pwrite`, and a failure there fails them all, as a failed sync.
-                let receiver = {
+                {
                     let state = &mut *state;
                     let previous = state
                         .pending
@@ -245,22 +309,22 @@ impl Committer {
                     let entry = history::entry(previous, &change);
                     state.pending.apply_recorded(&change, entry.clone());
                     state.last_write = Instant::now();
-                    let (sender, receiver) = oneshot::channel();
                     state.unsynced.push_back(Written {
                         change,
                         entry,
-                        waiters: vec![sender],
+                        waiters: vec![waiter(&reply)],
                     });
-                    receiver
-                };
+                }
                 // Woken while this thread still held the lock, the commit thread would block on
-                // it at once: one more switch between threads on every change.
-                let waiting = state.waiting;
+                // it at once: one more switch between threads on every change. Woken once: until
+                // it runs and looks at the queue (which, in a burst that keeps both cores busy,
+                // may take many changes), waking it again is a system call for nothing.
+                let waiting = std::mem::take(&mut state.waiting);
                 drop(state);
                 if waiting {
                     self.shared.wake.notify_one();
                 }
-                Ok((reply, Some(receiver)))
+                Ok((reply, true))
             }
         }
     }
@@ -376,7 +440,7 @@ fn recover_from_panic(shared: &Shared, message: &str) {
 fn fail_unsynced(state: &mut State, why: &str) {
     for written in state.unsynced.drain(..) {
         for waiter in written.waiters {
-            let _ = waiter.send(Err(StoreError::Damaged(format!(
+            waiter.tell(Err(StoreError::Damaged(format!(
                 "{why}; nothing was changed"
             ))));
         }
@@ -476,7 +540,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                 state.pending = read(&shared.committed).clone();
                 for written in failed {
                     for waiter in written.waiters {
-                        let _ = waiter.send(Err(StoreError::Journal {
+                        waiter.tell(Err(StoreError::Journal {
                             action: "sync",
                             path: state.journal.path().display().to_string(),
                             error: std::io::Error::new(error.kind(), error.to_string()),
@@ -492,9 +556,9 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
 /// their writers, in order. Returns the changes, for the database, and the states they replaced,
 /// for the reaper.
 ///
-/// The acknowledgements go out together, after the batch's last publication: each wakes its
-/// writer's task, and woken one by one between publications, a burst of changes woke the
-/// runtime's sleeping workers once per change instead of once per batch.
+/// The acknowledgements go out together, after the batch's last publication: a ticket wakes its
+/// writer's task, a call writes its answer, and done one by one between publications, a burst of
+/// changes woke the runtime's sleeping workers once per change instead of once per batch.
 fn publish(shared: &Shared, batch: Vec<Written>) -> (Vec<Change>, Retired) {
     let mut changes = Vec::with_capacity(batch.len());
     let mut retired = Vec::with_capacity(batch.len());
@@ -514,7 +578,7 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> (Vec<Change>, Retired) {
         changes.push(written.change);
     }
     for waiter in waiters {
-        let _ = waiter.send(Ok(()));
+        waiter.tell(Ok(()));
     }
     (changes, retired)
 }

@@ -21,7 +21,7 @@ mod reaper;
 mod start;
 
 pub use commit::Health;
-pub(crate) use commit::{Committer, OnDurable, Plan};
+pub(crate) use commit::{Call, Committer, OnDurable, Plan};
 pub use database::StoreError;
 pub(crate) use history::log;
 pub use model::Contents;
