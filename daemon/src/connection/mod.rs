@@ -8,7 +8,9 @@
 //!
 //! A session's pushes are written by the registry's fan-out thread while this task is idle, and
 //! by this task otherwise; the session's [`Outbox`] says which, so lines never interleave
-//! ([`crate::registry`]'s `fanout`).
+//! ([`crate::registry`]'s `fanout`). On a connection without a session, the answer to a change
+//! is written by the commit thread once the change is durable ([`answer`]), and the task writes
+//! nothing else until it is.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use rootsd_proto::WorkspaceName;
 use rootsd_proto::wire::{
-    self, AddRoots, Effect, ErrorObject, Hello, HelloResult, ListRoots, ListSessions,
+    self, AddRoots, ChangeResult, Effect, ErrorObject, Hello, HelloResult, ListRoots, ListSessions,
     ListWorkspaces, Log, Method, PublishRoots, RegisterResult, RegisterSession, RemoveRoots,
     RootsSnapshot, SessionsResult, Status, StatusResult, StoreHealth, StoreState, UpdateSession,
     WaitForSessions, WaitResult, Watch, WatchResult, WorkspacesResult, code,
@@ -32,10 +34,12 @@ use crate::error::RequestError;
 use crate::framing::{Budget, FramingError, LineReader};
 use crate::info::{AdmittedPeer, DaemonInfo};
 use crate::limits::{HELLO_TIMEOUT, MAX_WAIT, SHUTDOWN_GRACE, Tuning, WRITE_TIMEOUT};
-use crate::registry::{Next, Outbox, Published, Registry, Session, Socket};
+use crate::registry::{Answer, Next, Outbox, Published, Registry, Session, Socket};
 use crate::store::Health;
+use answer::Pending;
 use peer_socket::PeerSocket;
 
+mod answer;
 mod peer_socket;
 
 /// Serves one connection until the client leaves, breaks framing, stops reading, or the daemon
@@ -74,6 +78,7 @@ pub async fn serve(
         author: None,
         session: None,
         feed: None,
+        pending: None,
     };
     let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
     let mut idle_deadline = tokio::time::Instant::now() + idle_timeout;
@@ -90,15 +95,7 @@ pub async fn serve(
                     tracing::debug!("closing a connection that did not say hello in time");
                     break;
                 }
-                () = tokio::time::sleep_until(idle_deadline), if may_idle => {
-                    tracing::debug!("closing a connection idle with nothing registered or subscribed");
-                    let line = failure_line(None, &ErrorObject::new(code::BUSY, format!(
-                        "closing this connection: idle for {} s with no session registered and no watch: reconnect when you need rootsd again",
-                        idle_timeout.as_secs_f64()
-                    )));
-                    let _ = write_line(stream, line.as_bytes(), &shutdown).await;
-                    break;
-                }
+                () = tokio::time::sleep_until(idle_deadline), if may_idle => Event::Idle,
                 () = sleep_until(lines.deadline()) => Event::Line(Err(lines.unfinished())),
                 filled = lines.fill(stream) => match filled {
                     Ok(true) => continue,
@@ -107,10 +104,35 @@ pub async fn serve(
                 },
                 () = woken(&state.session) => Event::Outbox,
                 published = next_feed(&mut state.feed, &registry) => Event::Push(published),
+                () = answer_left(&state.pending) => Event::AnswerLeft,
             },
         };
+        // Whatever comes, an answer the commit thread is writing goes first: it answers an
+        // earlier request, and may be what a push or the next answer follows.
+        if let Some(pending) = state.pending.take()
+            && let Err(err) = pending.finish(stream, &shutdown).await
+        {
+            tracing::debug!(%err, "closing a connection that does not take what is written to it");
+            break;
+        }
         let outbox = state.session.as_ref().map(|s| s.outbox.clone());
         let outgoing = match event {
+            Event::AnswerLeft => continue,
+            Event::Idle => {
+                tracing::debug!("closing a connection idle with nothing registered or subscribed");
+                let line = failure_line(
+                    None,
+                    &ErrorObject::new(
+                        code::BUSY,
+                        format!(
+                            "closing this connection: idle for {} s with no session registered and no watch: reconnect when you need rootsd again",
+                            idle_timeout.as_secs_f64()
+                        ),
+                    ),
+                );
+                let _ = write_line(stream, line.as_bytes(), &shutdown).await;
+                break;
+            }
             Event::Outbox => None,
             Event::Push(published) => Some(Outgoing::Shared(published.line())),
             Event::Line(Err(err)) => {
@@ -147,6 +169,11 @@ pub async fn serve(
             tracing::debug!(%err, "closing a connection that does not take what is written to it");
             break;
         }
+    }
+    // A client that stopped sending may still read: the answer to its last change is its due,
+    // within the connection's bounds on a write.
+    if let Some(pending) = state.pending.take() {
+        let _ = pending.finish(stream, &shutdown).await;
     }
 }
 
@@ -204,6 +231,10 @@ enum Event {
     Push(Arc<Published>),
     /// The fan-out thread left this task something to write.
     Outbox,
+    /// The commit thread left this task the answer to a change to write.
+    AnswerLeft,
+    /// A greeted connection waited for nothing and sent nothing for the idle timeout.
+    Idle,
 }
 
 /// A line to write, newline included: a response of this connection's own, or a push shared by
@@ -270,6 +301,14 @@ async fn woken(session: &Option<Session<'_>>) {
     }
 }
 
+/// Resolves when the commit thread left the pending answer to the task; never without one.
+async fn answer_left(pending: &Option<Pending>) {
+    match pending {
+        Some(pending) => pending.left().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The next change a `watch` subscriber should see; never resolves without a subscription.
 ///
 /// A subscriber holds no queue of its own: woken after changes, it asks the registry for the
@@ -314,6 +353,14 @@ struct ConnectionState<'a> {
     author: Option<Author>,
     session: Option<Session<'a>>,
     feed: Option<Feed>,
+    /// The answer to a change, written by the commit thread once the change is durable.
+    pending: Option<Pending>,
+}
+
+/// What a request comes to: its result as JSON now, or an answer the commit thread writes.
+enum Outcome {
+    Now(String),
+    Later,
 }
 
 impl<'a> ConnectionState<'a> {
@@ -330,7 +377,8 @@ impl<'a> ConnectionState<'a> {
         let method = request.method.clone();
         let outcome = self.dispatch(request).await;
         match (id, outcome) {
-            (Some(id), Ok(result)) => Some(success_line(id, &result)),
+            (_, Ok(Outcome::Later)) => None,
+            (Some(id), Ok(Outcome::Now(result))) => Some(success_line(id, &result)),
             (Some(id), Err(error)) => Some(failure_line(Some(id), &error.into_object())),
             (None, Err(error)) => {
                 tracing::debug!(%method, %error, "a notification from a client failed");
@@ -340,9 +388,9 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
-    /// Runs one request; the result is its raw JSON.
-    async fn dispatch(&mut self, request: Incoming<'_>) -> Result<String, RequestError> {
-        let Incoming { method, params, .. } = request;
+    /// Runs one request; the result is its raw JSON, or comes later from the commit thread.
+    async fn dispatch(&mut self, request: Incoming<'_>) -> Result<Outcome, RequestError> {
+        let Incoming { id, method, params } = request;
         if self.author.is_none() && method != Hello::NAME {
             return Err(RequestError::new(
                 code::HELLO_REQUIRED,
@@ -368,6 +416,15 @@ impl<'a> ConnectionState<'a> {
             AddRoots::NAME => {
                 let params = parse::<AddRoots>(params)?;
                 let origin = self.origin();
+                if let Some((pending, answer)) = self.answer_later(id) {
+                    let (result, waits) = self.registry.add_answered(
+                        &params.workspace,
+                        params.roots,
+                        origin,
+                        answer,
+                    )?;
+                    return Ok(self.answered(pending, &result, waits));
+                }
                 reply::<AddRoots>(
                     self.registry
                         .add(&params.workspace, params.roots, origin)
@@ -377,6 +434,15 @@ impl<'a> ConnectionState<'a> {
             RemoveRoots::NAME => {
                 let params = parse::<RemoveRoots>(params)?;
                 let origin = self.origin();
+                if let Some((pending, answer)) = self.answer_later(id) {
+                    let (result, waits) = self.registry.remove_answered(
+                        &params.workspace,
+                        params.targets,
+                        origin,
+                        answer,
+                    )?;
+                    return Ok(self.answered(pending, &result, waits));
+                }
                 reply::<RemoveRoots>(
                     self.registry
                         .remove(&params.workspace, params.targets, origin)
@@ -456,7 +522,7 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
-    fn hello(&mut self, params: wire::HelloParams) -> Result<String, RequestError> {
+    fn hello(&mut self, params: wire::HelloParams) -> Result<Outcome, RequestError> {
         if params.protocol_version != wire::PROTOCOL_VERSION {
             return Err(RequestError::new(
                 code::VERSION_MISMATCH,
@@ -565,6 +631,28 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
+    /// An answer the commit thread writes to request `id`, and the call that writes it: for a
+    /// request (a notification has no answer) on a connection without a session, whose pushes
+    /// the fan-out thread may write whenever the task is idle, which would overtake it.
+    fn answer_later(&self, id: Option<&serde_json::value::RawValue>) -> Option<(Pending, Answer)> {
+        match (id, &self.session) {
+            (Some(id), None) => Some(Pending::new(self.socket.clone(), id)),
+            _ => None,
+        }
+    }
+
+    /// What comes of a change `answer_later` was to answer: nothing now if the commit thread
+    /// writes the answer, or the result now if there was nothing to wait for.
+    fn answered(&mut self, pending: Pending, result: &ChangeResult, waits: bool) -> Outcome {
+        let json = serde_json::to_string(result).expect("wire results always serialise");
+        if !waits {
+            return Outcome::Now(json);
+        }
+        pending.fill(&json);
+        self.pending = Some(pending);
+        Outcome::Later
+    }
+
     /// Refuses a change of roots to a peer that is only a member of a shared daemon's group,
     /// saying who may make it.
     fn may_change_roots(&self) -> Result<(), RequestError> {
@@ -641,8 +729,10 @@ fn parse<M: Method>(
     envelope::params::<M>(params)
 }
 
-fn reply<M: Method>(result: M::Result) -> Result<String, RequestError> {
-    Ok(serde_json::to_string(&result).expect("wire results always serialise"))
+fn reply<M: Method>(result: M::Result) -> Result<Outcome, RequestError> {
+    Ok(Outcome::Now(
+        serde_json::to_string(&result).expect("wire results always serialise"),
+    ))
 }
 
 /// Refuses `log` params no page can answer: `limit: 0` asks for nothing, and with no entry the

@@ -62,6 +62,7 @@ async fn answers(registry: &Registry, role: Role, dir: &std::path::Path) -> Vec<
         author: None,
         session: None,
         feed: None,
+        pending: None,
     };
     let mut out = Vec::new();
     let mut send = async |method: &str| {

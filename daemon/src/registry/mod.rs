@@ -31,6 +31,7 @@ use crate::store::{
     StoredWorkspaceV1,
 };
 use crate::workspace_bounds;
+pub use answering::Answer;
 use fanout::FanOut;
 pub use fanout::{Next, Outbox, Socket};
 use plan::{plan_add, plan_remove};
@@ -42,7 +43,8 @@ pub struct Registry {
     /// Every durable change, and only those: what readers see.
     committed: Arc<RwLock<Contents>>,
     publisher: Arc<Publisher>,
-    sessions: Mutex<BTreeMap<u64, SessionRecord>>,
+    /// Shared with the calls that answer changes on the commit thread ([`answering`]).
+    sessions: Arc<Mutex<BTreeMap<u64, SessionRecord>>>,
     next_session_id: AtomicU64,
     /// Woken whenever a session registers, reports a new state or goes away, for `wait`.
     progress: Notify,
@@ -209,7 +211,7 @@ impl Registry {
             committer,
             committed,
             publisher,
-            sessions: Mutex::new(BTreeMap::new()),
+            sessions: Arc::new(Mutex::new(BTreeMap::new())),
             next_session_id: AtomicU64::new(1),
             progress: Notify::new(),
             session_table: watch::channel(0).0,
@@ -329,18 +331,7 @@ impl Registry {
         roots: Vec<Root>,
         origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
-        let mut canonical: Vec<(Option<String>, String, std::path::PathBuf)> =
-            Vec::with_capacity(roots.len());
-        for root in roots {
-            let (path, uri) = rootsd_proto::root::canonical(&root.uri)?;
-            let name = root.name.filter(|n| !n.is_empty());
-            // One root mentioned twice (`rootsctl add a a/`) is one change, reported once; the
-            // last name given for it wins, as if the mentions had been separate adds.
-            match canonical.iter_mut().find(|(_, u, _)| *u == uri) {
-                Some(earlier) => earlier.0 = name.or(earlier.0.take()),
-                None => canonical.push((name, uri, path)),
-            }
-        }
+        let canonical = canonical_roots(roots)?;
         let mut result = self
             .commit(|pending| Ok(plan_add(pending, workspace, canonical, origin)))
             .await?;
@@ -552,11 +543,11 @@ impl Registry {
 
     /// How many sessions of `workspace` are told about `revision` ([`session::notice`]).
     fn notified(&self, workspace: &WorkspaceName, revision: u64) -> usize {
-        let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .values()
-            .filter(|s| &s.workspace == workspace && session::told(&s.state, revision))
-            .count()
+        notified_in(
+            &self.sessions.lock().expect("sessions lock"),
+            workspace,
+            revision,
+        )
     }
 
     /// Where the notified sessions of `workspace` are with `revision`: those `wait` waits for
@@ -714,6 +705,37 @@ impl Drop for Registry {
     }
 }
 
+/// How many of `sessions` belong to `workspace` and are told about `revision`.
+fn notified_in(
+    sessions: &BTreeMap<u64, SessionRecord>,
+    workspace: &WorkspaceName,
+    revision: u64,
+) -> usize {
+    sessions
+        .values()
+        .filter(|s| &s.workspace == workspace && session::told(&s.state, revision))
+        .count()
+}
+
+/// The roots of an add, each made canonical once: its name (none if empty), URI and path.
+fn canonical_roots(roots: Vec<Root>) -> Result<Vec<CanonicalRoot>, RequestError> {
+    let mut canonical: Vec<CanonicalRoot> = Vec::with_capacity(roots.len());
+    for root in roots {
+        let (path, uri) = rootsd_proto::root::canonical(&root.uri)?;
+        let name = root.name.filter(|n| !n.is_empty());
+        // One root mentioned twice (`rootsctl add a a/`) is one change, reported once; the
+        // last name given for it wins, as if the mentions had been separate adds.
+        match canonical.iter_mut().find(|(_, u, _)| *u == uri) {
+            Some(earlier) => earlier.0 = name.or(earlier.0.take()),
+            None => canonical.push((name, uri, path)),
+        }
+    }
+    Ok(canonical)
+}
+
+/// A root of an add as [`plan_add`] takes it: its name, canonical URI and path.
+type CanonicalRoot = (Option<String>, String, std::path::PathBuf);
+
 /// Whether a change result reports a change of the workspace.
 fn changed(result: &ChangeResult) -> bool {
     !(result.added.is_empty()
@@ -764,6 +786,7 @@ fn session_info(id: u64, s: &SessionRecord) -> SessionInfo {
     }
 }
 
+mod answering;
 mod fanout;
 mod plan;
 mod publish;

@@ -2,6 +2,8 @@
 //! publication, the declines a removal by hand leaves, and the withdrawal when a session ends.
 //! The planning is [`crate::provenance`]'s; this is where it meets the session table.
 
+use std::collections::BTreeMap;
+
 use rootsd_proto::Root;
 use rootsd_proto::wire::PublishResult;
 
@@ -56,12 +58,7 @@ impl Registry {
     /// The user removed roots that these sessions published: they do not publish them again
     /// until their hosts drop them.
     pub(super) fn decline(&self, declines: Vec<Decline>) {
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        for (session, uri) in declines {
-            if let Some(record) = sessions.get_mut(&session) {
-                record.declined.insert(uri);
-            }
-        }
+        decline_in(&mut self.sessions.lock().expect("sessions lock"), declines);
     }
 
     /// Withdraws what session `id` published, now that it ended. Nobody waits for this change:
@@ -83,6 +80,15 @@ impl Registry {
                 %error,
                 "could not withdraw the roots of a session that ended; rootsd withdraws them at its next start"
             );
+        }
+    }
+}
+
+/// [`Registry::decline`] in `sessions`.
+pub(super) fn decline_in(sessions: &mut BTreeMap<u64, SessionRecord>, declines: Vec<Decline>) {
+    for (session, uri) in declines {
+        if let Some(record) = sessions.get_mut(&session) {
+            record.declined.insert(uri);
         }
     }
 }

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod answers;
 mod bounds;
 mod cli;
 mod crash;

@@ -1,0 +1,113 @@
+//! Changes answered on the commit thread: [`Registry::add`] and [`Registry::remove`] for a
+//! connection that writes its answer straight to its socket once the change is durable
+//! ([`crate::store::Call`]), instead of awaiting it in its task. What the awaiting versions do
+//! after the change is durable (the sessions that decline what was removed, the count of those
+//! told of it) the call does first, on the commit thread, with nothing of the registry but its
+//! session table: the commit thread must never hold the registry, whose end stops it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rootsd_proto::wire::{ChangeResult, RemoveTarget};
+use rootsd_proto::{Root, WorkspaceName};
+
+use super::plan::{plan_add, plan_remove};
+use super::publish::{Decline, decline_in};
+use super::{Registry, SessionRecord, canonical_roots, changed, notified_in};
+use crate::error::RequestError;
+use crate::store::{Call, Contents, Origin, Plan, StoreError};
+use crate::workspace_bounds;
+
+/// Told on the commit thread once a change is durable: how many sessions of its workspace hear
+/// of it (its answer's `notified_sessions`), or why it failed. Must be quick and must not block,
+/// as a [`Call`].
+pub type Answer = Box<dyn FnOnce(Result<usize, StoreError>) + Send>;
+
+impl Registry {
+    /// [`Registry::add`], answered by `answer` on the commit thread. Returns the result and
+    /// whether `answer` waits for the change: if not, the result is whole and `answer` is
+    /// dropped uncalled; if so, the result lacks only `notified_sessions`, which `answer` is
+    /// told.
+    pub fn add_answered(
+        &self,
+        workspace: &WorkspaceName,
+        roots: Vec<Root>,
+        origin: Origin,
+        answer: Answer,
+    ) -> Result<(ChangeResult, bool), RequestError> {
+        let canonical = canonical_roots(roots)?;
+        let (mut result, waits) = self.commit_answered(
+            |pending| Ok(plan_add(pending, workspace, canonical, origin)),
+            |result| (result, &[]),
+            answer,
+        )?;
+        if !waits {
+            self.count_notified(&mut result);
+        }
+        Ok((result, waits))
+    }
+
+    /// [`Registry::remove`], answered by `answer` on the commit thread, as
+    /// [`Registry::add_answered`].
+    pub fn remove_answered(
+        &self,
+        workspace: &WorkspaceName,
+        targets: Vec<RemoveTarget>,
+        origin: Origin,
+        answer: Answer,
+    ) -> Result<(ChangeResult, bool), RequestError> {
+        let ((mut result, declines), waits) = self.commit_answered(
+            |pending| plan_remove(pending, workspace, &targets, origin),
+            |(result, declines)| (result, declines),
+            answer,
+        )?;
+        if !waits {
+            self.decline(declines);
+            self.count_notified(&mut result);
+        }
+        Ok((result, waits))
+    }
+
+    /// [`Registry::commit`], with `answer` told on the commit thread instead of awaited.
+    /// `parts` says where the plan's reply keeps its result and its declines.
+    fn commit_answered<T>(
+        &self,
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
+        parts: impl FnOnce(&T) -> (&ChangeResult, &[Decline]),
+        answer: Answer,
+    ) -> Result<(T, bool), RequestError> {
+        let sessions = self.sessions.clone();
+        self.committer.write_calling(
+            |pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes),
+            |reply| {
+                let (result, declines) = parts(reply);
+                after_durable(sessions, result, declines.to_vec(), answer)
+            },
+        )
+    }
+}
+
+/// The call that, once `result`'s change is durable, records `declines` and tells `answer` how
+/// many sessions hear of it; or tells it why the change failed.
+fn after_durable(
+    sessions: Arc<Mutex<BTreeMap<u64, SessionRecord>>>,
+    result: &ChangeResult,
+    declines: Vec<Decline>,
+    answer: Answer,
+) -> Call {
+    let workspace: WorkspaceName = result.workspace.clone();
+    let (revision, changed) = (result.revision, changed(result));
+    Box::new(move |outcome| {
+        answer(outcome.map(|()| {
+            let mut sessions = sessions.lock().expect("sessions lock");
+            // Only once the removal is durable: a removal that failed must not change what
+            // sessions publish.
+            decline_in(&mut sessions, declines);
+            if changed {
+                notified_in(&sessions, &workspace, revision)
+            } else {
+                0
+            }
+        }));
+    })
+}
