@@ -103,8 +103,17 @@ impl AsyncRead for &PeerSocket {
         loop {
             let mut guard = ready!(self.socket.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled_to(buf.remaining().min(READ_WINDOW));
+            let asked = unfilled.len();
             match guard.try_io(|socket| socket.get_ref().read(unfilled)) {
                 Ok(Ok(n)) => {
+                    // A read that brought less than it asked for emptied the socket: the next
+                    // poll waits for the runtime to hear of more, instead of reading again only
+                    // to be told there is nothing (a system call per request, as tokio's own
+                    // sockets avoid the same way). Cleared only if the runtime heard of nothing
+                    // newer meanwhile, so data that came since is never missed.
+                    if n > 0 && n < asked {
+                        guard.clear_ready();
+                    }
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
