@@ -1,10 +1,10 @@
 //! The relay rows: a request relayed server → host → server (p50, p99), 1 MiB results from
 //! server to host, and the proxy's memory after such a session. `rootsctl proxy` against
 //! `limit-relay` (a poll() loop copying bytes), with the same `bench-server` behind both and
-//! the same host (this process) in front. The small messages run through a new pair of sessions
-//! for each placement of server, relay and host on the cores (`PLACEMENTS`), the two sessions of
-//! a pair taking turns so that noise from other work on the machine falls on both alike; the last
-//! pair, unpinned, then carries the large results.
+//! the same host (this process) in front. Every row runs through a new pair of sessions for each
+//! placement of server, relay and host on the cores (`PLACEMENTS`), the two sessions of
+//! a pair taking turns so that noise from other work on the machine falls on both alike, first
+//! with small messages, then with large results.
 
 use std::sync::Arc;
 
@@ -15,83 +15,74 @@ use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
 use crate::Mode;
 use crate::mcp::{IN_FLIGHT, Mcp, Via};
-use crate::procs::{median, memory, quantile, rootsd_first};
+use crate::procs::{memory, quantile, rootsd_first};
 use crate::report::{Row, Target};
+use rootsd_tests::Memory;
 
 const LIMIT_WHAT: &str = "limit-relay: a poll() loop copying bytes between the same pipes";
 
 pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<Row>> {
     let cpus = Cpus::of_this_process()?;
-    let (turns, per_turn) = if mode.quick { (2, 250) } else { (5, 500) };
+    let plan = if mode.quick {
+        Plan {
+            turns: 2,
+            per_turn: 250,
+            large_turns: 1,
+            large_count: 32,
+        }
+    } else {
+        Plan {
+            turns: 5,
+            per_turn: 500,
+            large_turns: 2,
+            large_count: 100,
+        }
+    };
     eprintln!(
-        "  relayed requests: {} placements of server, relay and host on the cores, each {turns} turns of {per_turn} through each relay",
-        PLACEMENTS.len()
+        "  {} placements of server, relay and host on the cores, each: {} turns of {} relayed requests through each relay, then {} of {} × 1 MiB results, {IN_FLIGHT} in flight",
+        PLACEMENTS.len(),
+        plan.turns,
+        plan.per_turn,
+        plan.large_turns,
+        plan.large_count
     );
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut placed = Vec::new();
-    let mut sessions = None;
     for placement in PLACEMENTS {
-        drop(sessions.take());
-        let mut proxy = Mcp::spawn(sandbox, Via::Proxy, "bench", roots.clone())?;
-        let mut limit = Mcp::spawn(sandbox, Via::LimitRelay, "bench", roots.clone())?;
-        proxy.initialize()?;
-        limit.initialize()?;
-        for session in [&proxy, &limit] {
-            cpus.place(session.pid(), placement)?;
-        }
-        for session in [&mut proxy, &mut limit] {
-            session.server_round_trips("bench/echo-run", 200)?;
-        }
-        let (mut here_ours, mut here_theirs) = (Vec::new(), Vec::new());
-        for turn in 0..turns {
-            for rootsd in rootsd_first(turn) {
-                let (session, samples) = if rootsd {
-                    (&mut proxy, &mut here_ours)
-                } else {
-                    (&mut limit, &mut here_theirs)
-                };
-                samples.extend(session.server_round_trips("bench/echo-run", per_turn)?);
-            }
-        }
-        ours.extend_from_slice(&here_ours);
-        theirs.extend_from_slice(&here_theirs);
-        placed.push((
-            placement,
-            quantile(&mut here_ours, 0.5),
-            quantile(&mut here_theirs, 0.5),
-        ));
-        sessions = Some((proxy, limit));
+        placed.push(measure_placement(sandbox, &cpus, placement, &plan, &roots)?);
     }
-    let (mut proxy, mut limit) = sessions.context("no relay sessions")?;
-    // The large results and the memory rows run as users run: wherever the scheduler puts them.
-    cpus.release(&[proxy.pid(), limit.pid()])?;
     let placements_note = per_placement(&placed);
-
-    // The proxy's memory after a session of small messages, before large results grow it.
-    let proxy_small = memory(proxy.pid())?;
-    let limit_small = memory(limit.pid())?;
-
-    let (runs, count) = if mode.quick { (3, 64) } else { (5, 200) };
-    let bytes = 1 << 20;
-    eprintln!(
-        "  large results: {runs} turns of {count} × 1 MiB through each relay, {IN_FLIGHT} in flight"
+    let all = |pick: fn(&Placed) -> &Vec<f64>| -> Vec<f64> {
+        placed
+            .iter()
+            .flat_map(|p| pick(p).iter().copied())
+            .collect()
+    };
+    let (mut ours, mut theirs) = (all(|p| &p.ours), all(|p| &p.theirs));
+    // Every placement moves the same results through each relay: the rate over all of them is
+    // the results over the time they took together, which a placement's slow or fast runs cannot
+    // tip the way they tip a median of rates that differ by placement.
+    let rate = |pick: fn(&Placed) -> &Vec<f64>| {
+        let seconds: f64 = placed.iter().flat_map(|p| pick(p).iter()).sum();
+        let results = (placed.len() * plan.large_turns * plan.large_count) as f64;
+        results / seconds
+    };
+    let (ours_mibs, theirs_mibs) = (rate(|p| &p.ours_secs), rate(|p| &p.theirs_secs));
+    let rates_note = rates_by_placement(&placed, plan.large_count);
+    // The memory rows take the placement where the proxy used most.
+    let most =
+        |pick: fn(&Placed) -> u64| placed.iter().map(pick).max().unwrap_or(0) as f64 / 1024.0;
+    let (proxy_small, limit_small) = (
+        most(|p| p.proxy_small.rss_kib),
+        most(|p| p.limit_small.rss_kib),
     );
-    let (mut ours_mibs, mut theirs_mibs) = (Vec::new(), Vec::new());
-    for turn in 0..runs {
-        for rootsd in rootsd_first(turn) {
-            let (session, rates) = if rootsd {
-                (&mut proxy, &mut ours_mibs)
-            } else {
-                (&mut limit, &mut theirs_mibs)
-            };
-            let elapsed = session.large_results(count, bytes)?;
-            rates.push(count as f64 / elapsed.as_secs_f64());
-        }
-    }
-
-    let proxy_large = memory(proxy.pid())?;
-    let limit_large = memory(limit.pid())?;
+    let (proxy_hwm, limit_hwm) = (
+        most(|p| p.proxy_large.hwm_kib),
+        most(|p| p.limit_large.hwm_kib),
+    );
+    let proxy_end = most(|p| p.proxy_large.rss_kib);
     let samples = ours.len();
+    let runs = PLACEMENTS.len() * plan.large_turns;
+    let count = plan.large_count;
     Ok(vec![
         Row {
             id: "relay_p50".into(),
@@ -121,41 +112,126 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
             id: "relay_large_results".into(),
             what: "1 MiB results, server → host throughput".into(),
             unit: "MiB/s",
-            rootsd: median(&mut ours_mibs),
-            limit: Some(median(&mut theirs_mibs)),
+            rootsd: ours_mibs,
+            limit: Some(theirs_mibs),
             limit_what: LIMIT_WHAT.into(),
             samples: runs,
             target: Target::ratio_at_least(0.95),
             note: Some(format!(
-                "median of {runs} runs of {count} results, {IN_FLIGHT} requested at a time"
+                "{runs} runs of {count} results ({} per placement), {IN_FLIGHT} requested at a time; by placement (MiB/s, proxy/limit): {rates_note}",
+                plan.large_turns
             )),
         },
         Row {
             id: "proxy_rss".into(),
             what: "proxy RSS (VmRSS) after a session of small messages".into(),
             unit: "MiB",
-            rootsd: proxy_small.rss_kib as f64 / 1024.0,
-            limit: Some(limit_small.rss_kib as f64 / 1024.0),
+            rootsd: proxy_small,
+            limit: Some(limit_small),
             limit_what: "limit-relay's VmRSS after the same session".into(),
-            samples: 1,
+            samples: PLACEMENTS.len(),
             target: Target::rootsd_at_most(6.0),
-            note: Some("initialize, then the relayed requests above".into()),
+            note: Some(
+                "initialize, then the relayed requests above; the largest of the placements' sessions"
+                    .into(),
+            ),
         },
         Row {
             id: "proxy_hwm".into(),
             what: "proxy peak RSS (VmHWM) with 1 MiB results".into(),
             unit: "MiB",
-            rootsd: proxy_large.hwm_kib as f64 / 1024.0,
-            limit: Some(limit_large.hwm_kib as f64 / 1024.0),
+            rootsd: proxy_hwm,
+            limit: Some(limit_hwm),
             limit_what: "limit-relay's VmHWM over the same session".into(),
-            samples: 1,
+            samples: PLACEMENTS.len(),
             target: Target::rootsd_at_most(6.0),
             note: Some(format!(
-                "the whole session, large results included ({IN_FLIGHT} in flight); VmRSS at its end {:.1} MiB",
-                proxy_large.rss_kib as f64 / 1024.0
+                "the whole session, large results included ({IN_FLIGHT} in flight), the largest of the placements' sessions; VmRSS at its end at most {proxy_end:.1} MiB"
             )),
         },
     ])
+}
+
+/// How much each placement runs.
+struct Plan {
+    turns: usize,
+    per_turn: usize,
+    large_turns: usize,
+    large_count: usize,
+}
+
+/// What one placement measured, for each relay.
+struct Placed {
+    placement: [usize; 3],
+    ours: Vec<f64>,
+    theirs: Vec<f64>,
+    /// How long each run of large results took, in seconds.
+    ours_secs: Vec<f64>,
+    theirs_secs: Vec<f64>,
+    proxy_small: Memory,
+    limit_small: Memory,
+    proxy_large: Memory,
+    limit_large: Memory,
+}
+
+/// A new session through each relay, pinned to `placement`, taking turns: small messages, the
+/// memory after them, then large results and the memory after those.
+fn measure_placement(
+    sandbox: &Sandbox,
+    cpus: &Cpus,
+    placement: [usize; 3],
+    plan: &Plan,
+    roots: &Arc<String>,
+) -> Result<Placed> {
+    let mut proxy = Mcp::spawn(sandbox, Via::Proxy, "bench", roots.clone())?;
+    let mut limit = Mcp::spawn(sandbox, Via::LimitRelay, "bench", roots.clone())?;
+    proxy.initialize()?;
+    limit.initialize()?;
+    for session in [&proxy, &limit] {
+        cpus.place(session.pid(), placement)?;
+    }
+    for session in [&mut proxy, &mut limit] {
+        session.server_round_trips("bench/echo-run", 200)?;
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for turn in 0..plan.turns {
+        for rootsd in rootsd_first(turn) {
+            let (session, samples) = if rootsd {
+                (&mut proxy, &mut ours)
+            } else {
+                (&mut limit, &mut theirs)
+            };
+            samples.extend(session.server_round_trips("bench/echo-run", plan.per_turn)?);
+        }
+    }
+    // The proxy's memory after a session of small messages, before large results grow it.
+    let (proxy_small, limit_small) = (memory(proxy.pid())?, memory(limit.pid())?);
+    let (mut ours_secs, mut theirs_secs) = (Vec::new(), Vec::new());
+    for turn in 0..plan.large_turns {
+        for rootsd in rootsd_first(turn) {
+            let (session, rates) = if rootsd {
+                (&mut proxy, &mut ours_secs)
+            } else {
+                (&mut limit, &mut theirs_secs)
+            };
+            let elapsed = session.large_results(plan.large_count, 1 << 20)?;
+            rates.push(elapsed.as_secs_f64());
+        }
+    }
+    let (proxy_large, limit_large) = (memory(proxy.pid())?, memory(limit.pid())?);
+    // This thread is the host of every session: it runs anywhere again once they end.
+    cpus.release_host()?;
+    Ok(Placed {
+        placement,
+        ours,
+        theirs,
+        ours_secs,
+        theirs_secs,
+        proxy_small,
+        limit_small,
+        proxy_large,
+        limit_large,
+    })
 }
 
 /// Where the three processes of a relayed request run, as indices into the two CPUs used:
@@ -164,8 +240,9 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
 /// wakes a halted core, which costs more than the relay's own work. Left to the scheduler, each
 /// session keeps whichever of these it was first given for its whole life (one draw per
 /// session, medians 17, 47 or 77 µs per round trip on the development machine), so that a run's
-/// ratio said more about the draw than about the proxy. Both relays now run in every placement,
-/// the same number of times.
+/// ratio said more about the draw than about the proxy. Large results move at rates that differ
+/// as much by placement (all three on one core, every write waits for the host to read; spread
+/// over two, they overlap). Both relays now run in every placement, the same number of times.
 const PLACEMENTS: [[usize; 3]; 4] = [[0, 0, 0], [0, 0, 1], [1, 0, 0], [0, 1, 0]];
 
 /// The CPUs this benchmark may use, and how to pin a relay session's processes to some of them.
@@ -198,12 +275,8 @@ impl Cpus {
         sched_setaffinity(None, &host_cpu).context("pin the host thread")
     }
 
-    /// Lets the relays, their servers and the host run anywhere again.
-    fn release(&self, relays: &[u32]) -> Result<()> {
-        for &relay in relays {
-            set_process(server_of(relay)?, &self.all)?;
-            set_process(relay, &self.all)?;
-        }
+    /// Lets the host (this thread) run anywhere again.
+    fn release_host(&self) -> Result<()> {
         sched_setaffinity(None, &self.all).context("unpin the host thread")
     }
 
@@ -254,13 +327,36 @@ fn server_of(relay: u32) -> Result<u32> {
     }
 }
 
-/// Each placement's medians, for the row's note: `s0 r0 h1: a/b, …`.
-fn per_placement(placed: &[([usize; 3], f64, f64)]) -> String {
+/// Each placement's medians of small messages, for the row's note: `s0 r0 h1 a/b, …`.
+fn per_placement(placed: &[Placed]) -> String {
     let medians: Vec<String> = placed
         .iter()
-        .map(|([server, relay, host], ours, theirs)| {
-            format!("s{server} r{relay} h{host} {ours:.1}/{theirs:.1}")
+        .map(|p| {
+            let [server, relay, host] = p.placement;
+            let (mut ours, mut theirs) = (p.ours.clone(), p.theirs.clone());
+            format!(
+                "s{server} r{relay} h{host} {:.1}/{:.1}",
+                quantile(&mut ours, 0.5),
+                quantile(&mut theirs, 0.5)
+            )
         })
         .collect();
     medians.join(", ")
+}
+
+/// Each placement's rate of large results, for the row's note: `s0 r0 h1 a/b, …`.
+fn rates_by_placement(placed: &[Placed], count: usize) -> String {
+    let rate = |secs: &[f64]| (secs.len() * count) as f64 / secs.iter().sum::<f64>();
+    let rates: Vec<String> = placed
+        .iter()
+        .map(|p| {
+            let [server, relay, host] = p.placement;
+            format!(
+                "s{server} r{relay} h{host} {:.0}/{:.0}",
+                rate(&p.ours_secs),
+                rate(&p.theirs_secs)
+            )
+        })
+        .collect();
+    rates.join(", ")
 }
