@@ -193,31 +193,18 @@ fn measure_placement(
     for session in [&mut proxy, &mut limit] {
         session.server_round_trips("bench/echo-run", 200)?;
     }
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for turn in 0..plan.turns {
-        for rootsd in rootsd_first(turn) {
-            let (session, samples) = if rootsd {
-                (&mut proxy, &mut ours)
-            } else {
-                (&mut limit, &mut theirs)
-            };
-            samples.extend(session.server_round_trips("bench/echo-run", plan.per_turn)?);
-        }
-    }
+    let (ours, theirs) = in_turns(plan.turns, &mut proxy, &mut limit, |session| {
+        session.server_round_trips("bench/echo-run", plan.per_turn)
+    })?;
     // The proxy's memory after a session of small messages, before large results grow it.
     let (proxy_small, limit_small) = (memory(proxy.pid())?, memory(limit.pid())?);
-    let (mut ours_secs, mut theirs_secs) = (Vec::new(), Vec::new());
-    for turn in 0..plan.large_turns {
-        for rootsd in rootsd_first(turn) {
-            let (session, rates) = if rootsd {
-                (&mut proxy, &mut ours_secs)
-            } else {
-                (&mut limit, &mut theirs_secs)
-            };
-            let elapsed = session.large_results(plan.large_count, 1 << 20)?;
-            rates.push(elapsed.as_secs_f64());
-        }
-    }
+    let (ours_secs, theirs_secs) = in_turns(plan.large_turns, &mut proxy, &mut limit, |session| {
+        Ok(vec![
+            session
+                .large_results(plan.large_count, 1 << 20)?
+                .as_secs_f64(),
+        ])
+    })?;
     let (proxy_large, limit_large) = (memory(proxy.pid())?, memory(limit.pid())?);
     // This thread is the host of every session: it runs anywhere again once they end.
     cpus.release_host()?;
@@ -232,6 +219,28 @@ fn measure_placement(
         proxy_large,
         limit_large,
     })
+}
+
+/// Runs `each` `turns` times on each of the two sessions, taking turns (which goes first
+/// alternating), and returns what each gave: the proxy's, then the limit's.
+fn in_turns(
+    turns: usize,
+    proxy: &mut Mcp,
+    limit: &mut Mcp,
+    mut each: impl FnMut(&mut Mcp) -> Result<Vec<f64>>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for turn in 0..turns {
+        for rootsd in rootsd_first(turn) {
+            let (session, figures) = if rootsd {
+                (&mut *proxy, &mut ours)
+            } else {
+                (&mut *limit, &mut theirs)
+            };
+            figures.extend(each(session)?);
+        }
+    }
+    Ok((ours, theirs))
 }
 
 /// Where the three processes of a relayed request run, as indices into the two CPUs used:
