@@ -181,3 +181,143 @@ impl Slot {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead as _, BufReader};
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A change's result as the task makes it: `notified_sessions` last, and 0.
+    const RESULT: &str = r#"{"revision":7,"notified_sessions":0}"#;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
+    /// The daemon's end of a connection, and the client's.
+    fn connection() -> (Arc<PeerSocket>, BufReader<UnixStream>) {
+        let (ours, theirs) = UnixStream::pair().expect("a socket pair");
+        let ours = Arc::new(PeerSocket::from_std(ours).expect("register the socket"));
+        (ours, BufReader::new(theirs))
+    }
+
+    fn answer_to(socket: &Arc<PeerSocket>, id: &str) -> (Pending, Answer) {
+        let id = RawValue::from_string(id.to_owned()).expect("raw JSON");
+        Pending::new(socket.clone(), &id)
+    }
+
+    /// Until the commit thread left the answer to the task; a test that waits longer fails.
+    async fn left(pending: &Pending) {
+        tokio::time::timeout(Duration::from_secs(10), pending.left())
+            .await
+            .expect("the answer is left to the task");
+    }
+
+    fn read_line(client: &mut BufReader<UnixStream>) -> String {
+        let mut line = String::new();
+        client.read_line(&mut line).expect("read an answer");
+        line
+    }
+
+    #[test]
+    fn an_answer_the_commit_thread_writes_whole_carries_the_count_and_finishes_at_once() {
+        runtime().block_on(async {
+            let (socket, mut client) = connection();
+            let (pending, answer) = answer_to(&socket, "\"a\"");
+            pending.fill(RESULT);
+            answer(Ok(2));
+            assert_eq!(
+                read_line(&mut client),
+                "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{\"revision\":7,\"notified_sessions\":2}}\n"
+            );
+            pending
+                .finish(&socket, &CancellationToken::new())
+                .await
+                .expect("nothing left to write");
+        });
+    }
+
+    #[test]
+    fn an_answer_told_before_its_line_is_made_is_left_to_the_task() {
+        runtime().block_on(async {
+            let (socket, mut client) = connection();
+            let (pending, answer) = answer_to(&socket, "12");
+            // The sync ended between the plan and the line: the commit thread could not write.
+            answer(Ok(1));
+            pending.fill(RESULT);
+            left(&pending).await;
+            pending
+                .finish(&socket, &CancellationToken::new())
+                .await
+                .expect("the task writes it");
+            assert_eq!(
+                read_line(&mut client),
+                "{\"jsonrpc\":\"2.0\",\"id\":12,\"result\":{\"revision\":7,\"notified_sessions\":1}}\n"
+            );
+        });
+    }
+
+    #[test]
+    fn a_change_that_failed_is_answered_with_the_store_error() {
+        runtime().block_on(async {
+            let (socket, mut client) = connection();
+            let (pending, answer) = answer_to(&socket, "3");
+            pending.fill(RESULT);
+            answer(Err(StoreError::Damaged("the disk said no".to_owned())));
+            let line = read_line(&mut client);
+            let answer: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            assert_eq!(answer["id"], 3, "{line}");
+            assert_eq!(
+                answer["error"]["code"],
+                rootsd_proto::wire::code::STORAGE,
+                "{line}"
+            );
+            assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("the disk said no")),
+                "{line}"
+            );
+            assert!(answer.get("result").is_none(), "{line}");
+            drop(pending);
+        });
+    }
+
+    #[test]
+    fn an_answer_a_full_socket_does_not_take_is_finished_by_the_task_once_the_client_reads() {
+        runtime().block_on(async {
+            let (socket, client) = connection();
+            // Fill the socket until it takes nothing more, as a client that stopped reading.
+            let mut filled = 0;
+            while let Ok(n) = rustix::io::write(socket.as_fd(), &[b'x'; 4096]) {
+                filled += n;
+            }
+            assert!(filled > 0);
+            let (pending, answer) = answer_to(&socket, "9");
+            pending.fill(RESULT);
+            answer(Ok(0));
+            left(&pending).await;
+            // The client reads again: everything it was sent, then the answer, whole.
+            let reader = std::thread::spawn(move || {
+                let mut client = client;
+                let mut junk = vec![0; filled];
+                std::io::Read::read_exact(&mut client, &mut junk).expect("the filler");
+                read_line(&mut client)
+            });
+            pending
+                .finish(&socket, &CancellationToken::new())
+                .await
+                .expect("the task writes the rest");
+            assert_eq!(
+                reader.join().expect("the reader"),
+                "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"revision\":7,\"notified_sessions\":0}}\n"
+            );
+        });
+    }
+}
