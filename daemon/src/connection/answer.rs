@@ -7,9 +7,10 @@
 //! sessions told of it, which only the commit thread knows, and goes back to its socket. Whatever
 //! the commit thread cannot write at once (the socket is full, a signal, a peer gone) it leaves to
 //! the task, which writes it within the connection's own bounds, as it does every line. Until the
-//! answer is written the task writes nothing else, and reads no other request: every path that
-//! writes, or serves another line, first calls [`Pending::finish`], so answers keep the order of
-//! their requests and a push never overtakes the answer to the change that caused it.
+//! answer is written the task writes nothing else and serves no other request (it may read them
+//! meanwhile): every path that writes, or serves another line, first calls [`Pending::finish`],
+//! so answers keep the order of their requests and a push never overtakes the answer to the
+//! change that caused it.
 
 use std::fmt::Write as _;
 use std::os::fd::AsFd as _;
