@@ -415,39 +415,19 @@ impl<'a> ConnectionState<'a> {
             }
             AddRoots::NAME => {
                 let params = parse::<AddRoots>(params)?;
-                let origin = self.origin();
-                if let Some((pending, answer)) = self.answer_later(id) {
-                    let (result, waits) = self.registry.add_answered(
-                        &params.workspace,
-                        params.roots,
-                        origin,
-                        answer,
-                    )?;
-                    return Ok(self.answered(pending, &result, waits));
-                }
-                reply::<AddRoots>(
-                    self.registry
-                        .add(&params.workspace, params.roots, origin)
-                        .await?,
-                )
+                let (origin, registry) = (self.origin(), self.registry);
+                self.change(id, |answer| {
+                    registry.add_answered(&params.workspace, params.roots, origin, answer)
+                })
+                .await
             }
             RemoveRoots::NAME => {
                 let params = parse::<RemoveRoots>(params)?;
-                let origin = self.origin();
-                if let Some((pending, answer)) = self.answer_later(id) {
-                    let (result, waits) = self.registry.remove_answered(
-                        &params.workspace,
-                        params.targets,
-                        origin,
-                        answer,
-                    )?;
-                    return Ok(self.answered(pending, &result, waits));
-                }
-                reply::<RemoveRoots>(
-                    self.registry
-                        .remove(&params.workspace, params.targets, origin)
-                        .await?,
-                )
+                let (origin, registry) = (self.origin(), self.registry);
+                self.change(id, |answer| {
+                    registry.remove_answered(&params.workspace, params.targets, origin, answer)
+                })
+                .await
             }
             ListWorkspaces::NAME => {
                 parse::<ListWorkspaces>(params)?;
@@ -631,26 +611,28 @@ impl<'a> ConnectionState<'a> {
         }
     }
 
-    /// An answer the commit thread writes to request `id`, and the call that writes it: for a
-    /// request (a notification has no answer) on a connection without a session, whose pushes
-    /// the fan-out thread may write whenever the task is idle, which would overtake it.
-    fn answer_later(&self, id: Option<&serde_json::value::RawValue>) -> Option<(Pending, Answer)> {
-        match (id, &self.session) {
-            (Some(id), None) => Some(Pending::new(self.socket.clone(), id)),
-            _ => None,
-        }
-    }
-
-    /// What comes of a change `answer_later` was to answer: nothing now if the commit thread
-    /// writes the answer, or the result now if there was nothing to wait for.
-    fn answered(&mut self, pending: Pending, result: &ChangeResult, waits: bool) -> Outcome {
-        let json = serde_json::to_string(result).expect("wire results always serialise");
+    /// The change `start` asks for, given how it is to be answered. Request `id` (a
+    /// notification has no answer) on a connection without a session is answered by the commit
+    /// thread: its answer is left pending, or made now if there is nothing to wait for. On a
+    /// session's connection the change is awaited here, since the fan-out thread may write the
+    /// session's pushes whenever its task is idle, and one would overtake the answer.
+    async fn change(
+        &mut self,
+        id: Option<&serde_json::value::RawValue>,
+        start: impl FnOnce(Answer) -> Result<(ChangeResult, bool), RequestError>,
+    ) -> Result<Outcome, RequestError> {
+        let (Some(id), None) = (id, &self.session) else {
+            return Ok(Outcome::Now(json(&self.registry.awaited(start).await?)));
+        };
+        let (pending, answer) = Pending::new(self.socket.clone(), id);
+        let (result, waits) = start(answer)?;
+        let json = json(&result);
         if !waits {
-            return Outcome::Now(json);
+            return Ok(Outcome::Now(json));
         }
         pending.fill(&json);
         self.pending = Some(pending);
-        Outcome::Later
+        Ok(Outcome::Later)
     }
 
     /// Refuses a change of roots to a peer that is only a member of a shared daemon's group,
@@ -730,9 +712,12 @@ fn parse<M: Method>(
 }
 
 fn reply<M: Method>(result: M::Result) -> Result<Outcome, RequestError> {
-    Ok(Outcome::Now(
-        serde_json::to_string(&result).expect("wire results always serialise"),
-    ))
+    Ok(Outcome::Now(json(&result)))
+}
+
+/// A result as JSON.
+fn json(result: &impl serde::Serialize) -> String {
+    serde_json::to_string(result).expect("wire results always serialise")
 }
 
 /// Refuses `log` params no page can answer: `limit: 0` asks for nothing, and with no entry the

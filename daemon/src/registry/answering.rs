@@ -1,22 +1,24 @@
-//! Changes answered on the commit thread: [`Registry::add`] and [`Registry::remove`] for a
-//! connection that writes its answer straight to its socket once the change is durable
-//! ([`crate::store::Call`]), instead of awaiting it in its task. What the awaiting versions do
-//! after the change is durable (the sessions that decline what was removed, the count of those
-//! told of it) the call does first, on the commit thread, with nothing of the registry but its
-//! session table: the commit thread must never hold the registry, whose end stops it.
+//! Adds and removals, answered on the commit thread once the change is durable
+//! ([`crate::store::Call`]): a connection writes its answer straight to its socket from there,
+//! and [`Registry::awaited`] (which [`Registry::add`] and [`Registry::remove`] use) waits for the
+//! answer instead. What must follow the change's durability (the sessions that decline what was
+//! removed, the count of those told of it) the call does first, on the commit thread, with
+//! nothing of the registry but its session table: the commit thread must never hold the
+//! registry, whose end stops it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
 
 use rootsd_proto::wire::{ChangeResult, RemoveTarget};
 use rootsd_proto::{Root, WorkspaceName};
 
 use super::plan::{plan_add, plan_remove};
 use super::publish::{Decline, decline_in};
-use super::{Registry, SessionRecord, canonical_roots, changed, notified_in};
+use super::{Registry, SessionRecord, canonical_roots, changed, durable, notified_in};
 use crate::error::RequestError;
 use crate::store::{Call, Contents, Origin, Plan, StoreError};
-use crate::workspace_bounds;
 
 /// Told on the commit thread once a change is durable: how many sessions of its workspace hear
 /// of it (its answer's `notified_sessions`), or why it failed. Must be quick and must not block,
@@ -24,6 +26,22 @@ use crate::workspace_bounds;
 pub type Answer = Box<dyn FnOnce(Result<usize, StoreError>) + Send>;
 
 impl Registry {
+    /// A change that `start` asks for with an [`Answer`], awaited here: the result, its
+    /// `notified_sessions` counted, once the change is durable.
+    pub async fn awaited(
+        &self,
+        start: impl FnOnce(Answer) -> Result<(ChangeResult, bool), RequestError>,
+    ) -> Result<ChangeResult, RequestError> {
+        let (told, heard) = oneshot::channel();
+        let (mut result, waits) = start(Box::new(move |outcome| {
+            let _ = told.send(outcome);
+        }))?;
+        if waits {
+            result.notified_sessions = durable(heard).await?;
+        }
+        Ok(result)
+    }
+
     /// [`Registry::add`], answered by `answer` on the commit thread. Returns the result and
     /// whether `answer` waits for the change: if not, the result is whole and `answer` is
     /// dropped uncalled; if so, the result lacks only `notified_sessions`, which `answer` is
@@ -68,7 +86,7 @@ impl Registry {
         Ok((result, waits))
     }
 
-    /// [`Registry::commit`], with `answer` told on the commit thread instead of awaited.
+    /// Plans a change and has `answer` told on the commit thread once it is durable.
     /// `parts` says where the plan's reply keeps its result and its declines.
     fn commit_answered<T>(
         &self,
@@ -77,13 +95,10 @@ impl Registry {
         answer: Answer,
     ) -> Result<(T, bool), RequestError> {
         let sessions = self.sessions.clone();
-        self.committer.write_calling(
-            |pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes),
-            |reply| {
-                let (result, declines) = parts(reply);
-                after_durable(sessions, result, declines.to_vec(), answer)
-            },
-        )
+        self.committer.write_calling(self.bounded(plan), |reply| {
+            let (result, declines) = parts(reply);
+            after_durable(sessions, result, declines.to_vec(), answer)
+        })
     }
 }
 

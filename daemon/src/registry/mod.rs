@@ -20,7 +20,7 @@ use rootsd_proto::wire::{
     RootsListing, RootsSnapshot, SessionInfo, WorkspaceSummary,
 };
 use rootsd_proto::{Root, WorkspaceName};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::error::RequestError;
 use crate::provenance;
@@ -34,7 +34,6 @@ use crate::workspace_bounds;
 pub use answering::Answer;
 use fanout::FanOut;
 pub use fanout::{Next, Outbox, Socket};
-use plan::{plan_add, plan_remove};
 pub use reconnecting::keep_record;
 
 /// Shared state of one running daemon.
@@ -331,12 +330,8 @@ impl Registry {
         roots: Vec<Root>,
         origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
-        let canonical = canonical_roots(roots)?;
-        let mut result = self
-            .commit(|pending| Ok(plan_add(pending, workspace, canonical, origin)))
-            .await?;
-        self.count_notified(&mut result);
-        Ok(result)
+        self.awaited(|answer| self.add_answered(workspace, roots, origin, answer))
+            .await
     }
 
     /// Removes the roots `targets` name. If any target matches nothing, or a name matches several
@@ -347,14 +342,8 @@ impl Registry {
         targets: Vec<RemoveTarget>,
         origin: Origin,
     ) -> Result<ChangeResult, RequestError> {
-        let (mut result, declines) = self
-            .commit(|pending| plan_remove(pending, workspace, &targets, origin))
-            .await?;
-        // Only once the removal is durable: a removal that failed must not change what sessions
-        // publish.
-        self.decline(declines);
-        self.count_notified(&mut result);
-        Ok(result)
+        self.awaited(|answer| self.remove_answered(workspace, targets, origin, answer))
+            .await
     }
 
     /// The recorded changes `params` asks for, newest first (`store::log`); only durable
@@ -364,29 +353,26 @@ impl Registry {
     }
 
     /// Decides a change with `plan` and waits until it (or, for a no-op, the state it found) is
-    /// durable; then it is acknowledged. Every change a peer asks for comes here, so this is
-    /// where a change that would take its workspace past a bound is refused
-    /// ([`workspace_bounds`]), whatever its source.
+    /// durable; then it is acknowledged.
     async fn commit<T>(
         &self,
         plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
     ) -> Result<T, RequestError> {
-        let (result, ticket) = self
-            .committer
-            .write(|pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes))?;
+        let (result, ticket) = self.committer.write(self.bounded(plan))?;
         if let Some(ticket) = ticket {
-            match ticket.await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => return Err(error.into()),
-                Err(_) => {
-                    return Err(StoreError::Damaged(
-                        "the commit thread stopped before the change was durable".to_owned(),
-                    )
-                    .into());
-                }
-            }
+            durable(ticket).await?;
         }
         Ok(result)
+    }
+
+    /// `plan`, refusing a change that would take its workspace past a bound
+    /// ([`workspace_bounds`]). Every change a peer asks for is planned through this, whatever its
+    /// source and however it is acknowledged.
+    fn bounded<T>(
+        &self,
+        plan: impl FnOnce(&Contents) -> Result<Plan<T>, RequestError>,
+    ) -> impl FnOnce(&Contents) -> Result<Plan<T>, RequestError> {
+        move |pending| workspace_bounds::check(pending, plan(pending)?, &self.sizes)
     }
 
     /// Fills in how many sessions hear of a change that changed something.
@@ -705,6 +691,17 @@ impl Drop for Registry {
     }
 }
 
+/// What the commit thread said of a change: `T` once it is durable, or why it is not.
+async fn durable<T>(told: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, RequestError> {
+    match told.await {
+        Ok(outcome) => Ok(outcome?),
+        Err(_) => Err(StoreError::Damaged(
+            "the commit thread stopped before the change was durable".to_owned(),
+        )
+        .into()),
+    }
+}
+
 /// How many of `sessions` belong to `workspace` and are told about `revision`.
 fn notified_in(
     sessions: &BTreeMap<u64, SessionRecord>,
@@ -733,7 +730,7 @@ fn canonical_roots(roots: Vec<Root>) -> Result<Vec<CanonicalRoot>, RequestError>
     Ok(canonical)
 }
 
-/// A root of an add as [`plan_add`] takes it: its name, canonical URI and path.
+/// A root of an add as [`plan::plan_add`] takes it: its name, canonical URI and path.
 type CanonicalRoot = (Option<String>, String, std::path::PathBuf);
 
 /// Whether a change result reports a change of the workspace.

@@ -14,14 +14,14 @@ use crate::error::RequestError;
 use crate::store::Plan;
 use crate::store::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
 
-use super::changed;
 use super::publish::Decline;
+use super::{CanonicalRoot, changed};
 
 /// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
 pub(super) fn plan_add(
     pending: &Contents,
     workspace: &WorkspaceName,
-    canonical: Vec<(Option<String>, String, std::path::PathBuf)>,
+    canonical: Vec<CanonicalRoot>,
     origin: Origin,
 ) -> Plan<ChangeResult> {
     let mut next = pending
