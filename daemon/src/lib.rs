@@ -21,6 +21,8 @@
 //! - `framing`: reading a connection's lines within their bounds (length, time, budget).
 //! - [`envelope`]: the JSON-RPC envelope: requests read in one pass, responses with the id
 //!   echoed byte for byte.
+//! - `json_text`: JSON written by hand, exactly as serde writes it, for what every change
+//!   writes (a journal record, a change's answer).
 //! - `limits`: every bound the daemon keeps on what peers make it hold or wait for.
 //! - `workspace_bounds`: what a change may make a workspace, checked on the one commit path.
 //! - `session_bounds`: what one session may make the daemon hold; `sessions.list` in pages.
@@ -43,6 +45,7 @@ mod framing;
 pub mod groups;
 pub mod info;
 pub mod instance;
+mod json_text;
 mod limits;
 mod provenance;
 pub mod reconnect;

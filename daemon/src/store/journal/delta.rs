@@ -8,18 +8,20 @@
 //! written against: replay (and recovery, after damage) applies a delta only to that state, and
 //! one that finds another is damage, named, never applied to a state it was not meant for.
 //!
-//! Records are encoded here by hand, without serde: the encoder runs on every acknowledged
-//! change, under the writers' lock, and a change's record is a handful of short strings.
-//! Decoding goes through serde (the journal's `RecordV1`); the tests check that every encoded
-//! record decodes to itself.
+//! Records are encoded here by hand, without serde, as serde would write them
+//! ([`crate::json_text`]): the encoder runs on every acknowledged change, under the writers'
+//! lock, and a change's record is a handful of short strings. Decoding goes through serde (the
+//! journal's `RecordV1`); the tests check that every encoded record decodes to itself, and that
+//! who made a change is written byte for byte as serde writes it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use rootsd_proto::WorkspaceName;
 
+use crate::json_text::{number, string};
 use crate::store::model::{
-    Change, Origin, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, same_uri,
+    Change, Origin, PeerV1, StoredPublisherV1, StoredRootV1, StoredWorkspaceV1, same_uri,
 };
 
 /// A change as a delta against the workspace's state at revision `base`.
@@ -170,9 +172,7 @@ impl Delta {
         }
         if let Some(origin) = &self.origin {
             out.extend_from_slice(b",\"origin\":");
-            // Who made a change is a few short fields, and rarely the same shape twice; serde
-            // writes it as the history reads it.
-            serde_json::to_writer(&mut *out, origin).expect("an origin always serialises");
+            origin_json(out, origin);
         }
         if self.time_unix_ms != 0 {
             out.extend_from_slice(b",\"time_unix_ms\":");
@@ -206,6 +206,62 @@ fn stored_root(out: &mut Vec<u8>, root: &StoredRootV1) {
     out.push(b'}');
 }
 
+/// Who made a change, as serde writes `Origin` (tagged by `kind`, absent texts left out).
+fn origin_json(out: &mut Vec<u8>, origin: &Origin) {
+    match origin {
+        Origin::Peer(peer) => {
+            out.extend_from_slice(b"{\"kind\":\"peer\"");
+            peer_members(out, peer);
+        }
+        Origin::Session { id, label, peer } => {
+            out.extend_from_slice(b"{\"kind\":\"session\",\"id\":");
+            number(out, *id);
+            out.extend_from_slice(b",\"label\":");
+            string(out, label);
+            out.extend_from_slice(b",\"peer\":");
+            peer_json(out, peer);
+        }
+        Origin::Daemon { reason } => {
+            out.extend_from_slice(b"{\"kind\":\"daemon\",\"reason\":");
+            string(out, reason);
+        }
+    }
+    out.push(b'}');
+}
+
+fn peer_json(out: &mut Vec<u8>, peer: &PeerV1) {
+    out.extend_from_slice(b"{\"uid\":");
+    number(out, u64::from(peer.uid));
+    peer_texts(out, peer);
+    out.push(b'}');
+}
+
+/// A peer's members after another member: `uid`, then whichever of the others it has.
+fn peer_members(out: &mut Vec<u8>, peer: &PeerV1) {
+    out.extend_from_slice(b",\"uid\":");
+    number(out, u64::from(peer.uid));
+    peer_texts(out, peer);
+}
+
+fn peer_texts(out: &mut Vec<u8>, peer: &PeerV1) {
+    if let Some(user) = &peer.user {
+        out.extend_from_slice(b",\"user\":");
+        string(out, user);
+    }
+    if let Some(pid) = peer.pid {
+        out.extend_from_slice(b",\"pid\":");
+        number(out, u64::from(pid));
+    }
+    if let Some(process) = &peer.process {
+        out.extend_from_slice(b",\"process\":");
+        string(out, process);
+    }
+    if let Some(client) = &peer.client {
+        out.extend_from_slice(b",\"client\":");
+        string(out, client);
+    }
+}
+
 fn publisher_json(out: &mut Vec<u8>, publisher: &StoredPublisherV1) {
     out.extend_from_slice(b"{\"session\":");
     number(out, publisher.session);
@@ -216,48 +272,70 @@ fn publisher_json(out: &mut Vec<u8>, publisher: &StoredPublisherV1) {
     out.push(b'}');
 }
 
-fn number(out: &mut Vec<u8>, value: u64) {
-    let mut digits = [0u8; 20];
-    let mut k = digits.len();
-    let mut rest = value;
-    loop {
-        k -= 1;
-        digits[k] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[k..]);
-}
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
 
-/// `text` as a JSON string: quotes, backslashes and control characters escaped, everything
-/// else (UTF-8 included) as it is, which is what JSON allows.
-fn string(out: &mut Vec<u8>, text: &str) {
-    out.push(b'"');
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    for (k, &byte) in bytes.iter().enumerate() {
-        let escape: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..k]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        start = k + 1;
+    use super::*;
+
+    /// Texts with what serde escapes (quotes, backslashes, control characters) and what it
+    /// keeps (letters, characters beyond ASCII).
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                (0u8..0x20).prop_map(char::from),
+                Just('"'),
+                Just('\\'),
+                Just('é'),
+                prop::char::range('a', 'z'),
+            ],
+            0..8,
+        )
+        .prop_map(|chars| chars.into_iter().collect())
     }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
+
+    fn shared() -> impl Strategy<Value = Option<Arc<str>>> {
+        prop::option::of(text().prop_map(Arc::from))
+    }
+
+    fn peer() -> impl Strategy<Value = PeerV1> {
+        (
+            any::<u32>(),
+            shared(),
+            prop::option::of(any::<u32>()),
+            shared(),
+            shared(),
+        )
+            .prop_map(|(uid, user, pid, process, client)| PeerV1 {
+                uid,
+                user,
+                pid,
+                process,
+                client,
+            })
+    }
+
+    fn origin() -> impl Strategy<Value = Origin> {
+        prop_oneof![
+            peer().prop_map(Origin::Peer),
+            (any::<u64>(), text(), peer()).prop_map(|(id, label, peer)| Origin::Session {
+                id,
+                label,
+                peer
+            }),
+            text().prop_map(|reason| Origin::Daemon { reason }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn who_made_a_change_is_written_as_serde_writes_it(origin in origin()) {
+            let mut ours = Vec::new();
+            origin_json(&mut ours, &origin);
+            prop_assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&origin).unwrap()
+            );
+        }
+    }
 }
