@@ -12,7 +12,6 @@
 //! so answers keep the order of their requests and a push never overtakes the answer to the
 //! change that caused it.
 
-use std::fmt::Write as _;
 use std::os::fd::AsFd as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -22,8 +21,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::peer_socket::PeerSocket;
 use super::{WriteFailed, write_line};
-use crate::envelope::{failure_line, success_line};
+use rootsd_proto::wire::ChangeResult;
+
+use crate::envelope::failure_line;
 use crate::error::RequestError;
+use crate::json_text;
 use crate::registry::{Answer, Socket};
 use crate::store::StoreError;
 
@@ -32,6 +34,10 @@ use crate::store::StoreError;
 /// makes the line with the count left out (the 0 and what follows), and the commit thread adds
 /// it.
 const UNCOUNTED_END: &str = ",\"notified_sessions\":0}}\n";
+
+/// Room for the answer to a small change (one root) besides its id, so that making it takes one
+/// allocation.
+const ANSWER_CAPACITY: usize = 320;
 
 /// An answer the commit thread writes, from the connection's side.
 pub(super) struct Pending(Arc<Slot>);
@@ -77,13 +83,19 @@ impl Pending {
         (Self(slot), Box::new(move |outcome| told.told(outcome)))
     }
 
-    /// Hands over the answer's `result` (the change's result as JSON, its `notified_sessions`
-    /// 0, to be replaced).
-    pub(super) fn fill(&self, result: &str) {
-        let mut line = success_line(&self.0.id, result);
+    /// Hands over the answer's `result`, the change's result with its `notified_sessions` still
+    /// 0, to be replaced.
+    pub(super) fn fill(&self, result: &ChangeResult) {
+        let id = self.0.id.get();
+        let mut line = String::with_capacity(ANSWER_CAPACITY + id.len());
+        line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        line.push_str(id);
+        line.push_str(r#","result":"#);
+        json_text::change_result(&mut line, result);
+        line.push_str("}\n");
         debug_assert!(
             line.ends_with(UNCOUNTED_END),
-            "a change's result ends with notified_sessions: {line}"
+            "a change's result ends with notified_sessions 0: {line}"
         );
         line.truncate(line.len() - "0}}\n".len());
         let mut state = self.0.lock();
@@ -170,7 +182,8 @@ impl Slot {
     fn line(&self, mut line: String, outcome: Result<usize, StoreError>) -> String {
         match outcome {
             Ok(notified) => {
-                let _ = writeln!(line, "{notified}}}}}");
+                json_text::number(&mut line, notified as u64);
+                line.push_str("}}\n");
                 line
             }
             Err(error) => failure_line(Some(&self.id), &RequestError::from(error).into_object()),
@@ -191,8 +204,35 @@ mod tests {
 
     use super::*;
 
-    /// A change's result as the task makes it: `notified_sessions` last, and 0.
-    const RESULT: &str = r#"{"revision":7,"notified_sessions":0}"#;
+    /// A change's result as the task has it, `notified_sessions` still 0: one root renamed.
+    fn result() -> ChangeResult {
+        ChangeResult {
+            workspace: rootsd_proto::WorkspaceName::new("w").expect("a valid name"),
+            revision: 7,
+            added: Vec::new(),
+            renamed: vec![rootsd_proto::Root {
+                uri: "file:///a".to_owned(),
+                name: Some("a \"b\"".to_owned()),
+            }],
+            unchanged: Vec::new(),
+            removed: Vec::new(),
+            adopted: Vec::new(),
+            total: 1,
+            notified_sessions: 0,
+        }
+    }
+
+    /// The answer's line to request `id`, with `notified` sessions told.
+    fn expected(id: &str, notified: usize) -> String {
+        let result = ChangeResult {
+            notified_sessions: notified,
+            ..result()
+        };
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}}}\n",
+            serde_json::to_string(&result).expect("a result serialises")
+        )
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
@@ -231,12 +271,9 @@ mod tests {
         runtime().block_on(async {
             let (socket, mut client) = connection();
             let (pending, answer) = answer_to(&socket, "\"a\"");
-            pending.fill(RESULT);
+            pending.fill(&result());
             answer(Ok(2));
-            assert_eq!(
-                read_line(&mut client),
-                "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{\"revision\":7,\"notified_sessions\":2}}\n"
-            );
+            assert_eq!(read_line(&mut client), expected("\"a\"", 2));
             pending
                 .finish(&socket, &CancellationToken::new())
                 .await
@@ -251,16 +288,13 @@ mod tests {
             let (pending, answer) = answer_to(&socket, "12");
             // The sync ended between the plan and the line: the commit thread could not write.
             answer(Ok(1));
-            pending.fill(RESULT);
+            pending.fill(&result());
             left(&pending).await;
             pending
                 .finish(&socket, &CancellationToken::new())
                 .await
                 .expect("the task writes it");
-            assert_eq!(
-                read_line(&mut client),
-                "{\"jsonrpc\":\"2.0\",\"id\":12,\"result\":{\"revision\":7,\"notified_sessions\":1}}\n"
-            );
+            assert_eq!(read_line(&mut client), expected("12", 1));
         });
     }
 
@@ -269,7 +303,7 @@ mod tests {
         runtime().block_on(async {
             let (socket, mut client) = connection();
             let (pending, answer) = answer_to(&socket, "3");
-            pending.fill(RESULT);
+            pending.fill(&result());
             answer(Err(StoreError::Damaged("the disk said no".to_owned())));
             let line = read_line(&mut client);
             let answer: serde_json::Value = serde_json::from_str(&line).expect("JSON");
@@ -301,7 +335,7 @@ mod tests {
             }
             assert!(filled > 0);
             let (pending, answer) = answer_to(&socket, "9");
-            pending.fill(RESULT);
+            pending.fill(&result());
             answer(Ok(0));
             left(&pending).await;
             // The client reads again: everything it was sent, then the answer, whole.
@@ -315,10 +349,7 @@ mod tests {
                 .finish(&socket, &CancellationToken::new())
                 .await
                 .expect("the task writes the rest");
-            assert_eq!(
-                reader.join().expect("the reader"),
-                "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"revision\":7,\"notified_sessions\":0}}\n"
-            );
+            assert_eq!(reader.join().expect("the reader"), expected("9", 0));
         });
     }
 }

@@ -622,15 +622,16 @@ impl<'a> ConnectionState<'a> {
         start: impl FnOnce(Answer) -> Result<(ChangeResult, bool), RequestError>,
     ) -> Result<Outcome, RequestError> {
         let (Some(id), None) = (id, &self.session) else {
-            return Ok(Outcome::Now(json(&self.registry.awaited(start).await?)));
+            return Ok(Outcome::Now(change_json(
+                &self.registry.awaited(start).await?,
+            )));
         };
         let (pending, answer) = Pending::new(self.socket.clone(), id);
         let (result, waits) = start(answer)?;
-        let json = json(&result);
         if !waits {
-            return Ok(Outcome::Now(json));
+            return Ok(Outcome::Now(change_json(&result)));
         }
-        pending.fill(&json);
+        pending.fill(&result);
         self.pending = Some(pending);
         Ok(Outcome::Later)
     }
@@ -713,6 +714,14 @@ fn parse<M: Method>(
 
 fn reply<M: Method>(result: M::Result) -> Result<Outcome, RequestError> {
     Ok(Outcome::Now(json(&result)))
+}
+
+/// A change's result as JSON, written by hand as serde would write it: every change is answered
+/// with one.
+fn change_json(result: &ChangeResult) -> String {
+    let mut json = String::with_capacity(256);
+    crate::json_text::change_result(&mut json, result);
+    json
 }
 
 /// A result as JSON.
