@@ -116,7 +116,13 @@ fn not_json(error: &serde_json::Error) -> RequestError {
 
 /// A raw JSON string's text; `None` for any other value.
 fn text(raw: &RawValue) -> Option<Cow<'_, str>> {
-    serde_json::from_str::<Cow<'_, str>>(raw.get()).ok()
+    // serde reads a `Cow` as an owned `String` whatever it holds: borrowed first, which works
+    // for every string without escapes, as `jsonrpc` and method names are.
+    let raw = raw.get();
+    match serde_json::from_str::<&str>(raw) {
+        Ok(text) => Some(Cow::Borrowed(text)),
+        Err(_) => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+    }
 }
 
 fn is_string_or_number(raw: &RawValue) -> bool {

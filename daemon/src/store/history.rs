@@ -90,7 +90,7 @@ pub fn entry(previous: Option<&StoredWorkspaceV1>, change: &Change) -> Option<Hi
                 let bytes = root.uri.len() + text_len(&root.name) + text_len(previous_name);
                 if fits(bytes) {
                     entry.renamed.push(RenamedV1 {
-                        uri: root.uri.to_string(),
+                        uri: String::from(&*root.uri),
                         name: root.name.as_deref().map(str::to_owned),
                         previous_name: previous_name.as_deref().map(str::to_owned),
                     });

@@ -335,7 +335,7 @@ impl From<&Root> for StoredRootV1 {
 impl From<&StoredRootV1> for Root {
     fn from(root: &StoredRootV1) -> Self {
         Self {
-            uri: root.uri.to_string(),
+            uri: String::from(&*root.uri),
             name: root.name.as_deref().map(str::to_owned),
         }
     }
