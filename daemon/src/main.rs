@@ -30,8 +30,12 @@ fn main() -> std::process::ExitCode {
         Ok(inherited) => inherited,
         Err(err) => return fail(&err.into()),
     };
+    // The workers say when they park, so that the commit thread syncs a burst of changes once
+    // they have planned all of it (`store::activity`).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(rootsd::store::worker_parked)
+        .on_thread_unpark(rootsd::store::worker_unparked)
         .build()
         .expect("failed to start the tokio runtime");
     match runtime.block_on(daemon(args, inherited)) {

@@ -6,12 +6,14 @@
 //! Inside, one module a concept: `model` the stored types, `history` what a change did and
 //! the `log` query, `journal` the checksummed file every acknowledged change is synced to,
 //! `database` sled (the only file that names it, with its lock's quirks), `commit` the
-//! group-commit thread, and `start` opening, checking and recovering a state directory. None of
+//! group-commit thread, `activity` whether the runtime is still planning a burst of changes, and
+//! `start` opening, checking and recovering a state directory. None of
 //! them is visible outside this module but through what is re-exported here.
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+mod activity;
 mod commit;
 mod database;
 mod history;
@@ -20,6 +22,7 @@ mod model;
 mod reaper;
 mod start;
 
+pub use activity::{worker_parked, worker_unparked};
 pub use commit::Health;
 pub(crate) use commit::{Call, Committer, OnDurable, Plan};
 pub use database::StoreError;
