@@ -121,6 +121,9 @@ struct State {
     /// A second handle on the journal's file, for syncing it without the lock; replaced with
     /// the journal when it is compacted (a handle on the old file would sync the wrong file).
     sync: Arc<File>,
+    /// What writers plan against: the committed view's revision and workspaces with every
+    /// change written since, durable or not. It keeps no history, which only readers of the
+    /// committed view look at ([`writers_view`]).
     pending: Contents,
     /// Written to the journal, not yet durable, in order.
     unsynced: VecDeque<Written>,
@@ -191,7 +194,7 @@ impl Committer {
                 sync: Arc::new(sync),
                 durable_len: journal.len(),
                 journal,
-                pending: contents,
+                pending: writers_view(&contents),
                 unsynced: VecDeque::new(),
                 journal_problem: None,
                 database_problem: None,
@@ -312,7 +315,9 @@ impl Committer {
                         .map(Arc::as_ref);
                     state.journal.append_change_deferred(&change, previous);
                     let entry = history::entry(previous, &change);
-                    state.pending.apply_recorded(&change, entry.clone());
+                    // The entry goes to the committed view only: the writers plan against the
+                    // pending view's workspaces and never read its history.
+                    state.pending.apply_recorded(&change, None);
                     state.last_write = Instant::now();
                     state.unsynced.push_back(Written {
                         change,
@@ -373,6 +378,16 @@ impl Committer {
 impl Drop for Committer {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// The pending view of `committed`: its revision and workspaces (which share their states with
+/// it), without the history.
+fn writers_view(committed: &Contents) -> Contents {
+    Contents {
+        revision: committed.revision,
+        workspaces: committed.workspaces.clone(),
+        history: Default::default(),
     }
 }
 
@@ -438,7 +453,7 @@ fn recover_from_panic(shared: &Shared, message: &str) {
         &mut state,
         "the commit thread failed before the change was durable",
     );
-    state.pending = read(&shared.committed).clone();
+    state.pending = writers_view(&read(&shared.committed));
 }
 
 /// Tells every writer still waiting that its change was not made.
@@ -548,7 +563,7 @@ fn run(shared: &Shared) -> Result<(), StoreError> {
                     tracing::error!(error = %cut, "could not cut the journal back to its durable length");
                 }
                 let failed: Vec<Written> = state.unsynced.drain(..).collect();
-                state.pending = read(&shared.committed).clone();
+                state.pending = writers_view(&read(&shared.committed));
                 for written in failed {
                     for waiter in written.waiters {
                         waiter.tell(Err(StoreError::Journal {
