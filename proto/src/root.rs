@@ -145,6 +145,15 @@ pub fn canonical(uri: &str) -> Result<(PathBuf, String), RootError> {
     Ok((path, uri))
 }
 
+/// [`canonical_uri`] of a URI the caller owns: one already canonical is given back as it is,
+/// neither copied nor parsed. [`default_name_of`] names it.
+pub fn canonical_owned(uri: String) -> Result<String, RootError> {
+    if plainly_canonical(&uri).is_some() {
+        return Ok(uri);
+    }
+    uri_from_path(&path_from_uri(&uri)?)
+}
+
 /// The path of `uri` when the URI is certainly canonical: `file:///` followed by segments of
 /// bytes that are neither encoded nor decoded on the way to a path and back (no `%`, no
 /// byte the encoder escapes, no `\`, which a `file:` URL reads as `/`, no `|`, which it may read
@@ -155,19 +164,70 @@ fn plainly_canonical(uri: &str) -> Option<&str> {
     if path == "/" {
         return Some(path);
     }
-    let segments = path.strip_prefix('/')?;
-    // RFC 3986's unreserved and sub-delimiter bytes, and `:` and `@`: what a path segment holds
-    // as it is.
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b);
-    for segment in segments.split('/') {
-        if segment.is_empty() || segment == "." || segment == ".." {
-            return None;
-        }
-        if !segment.bytes().all(plain) {
-            return None;
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return None;
+    }
+    // One pass over the bytes: each segment ends at a `/` or at the end.
+    let mut segment_start = 1;
+    for k in 1..=bytes.len() {
+        match bytes.get(k) {
+            Some(&byte) if byte != b'/' => {
+                if !PLAIN[usize::from(byte)] {
+                    return None;
+                }
+            }
+            _ => {
+                if matches!(&bytes[segment_start..k], b"" | b"." | b"..") {
+                    return None;
+                }
+                segment_start = k + 1;
+            }
         }
     }
     Some(path)
+}
+
+/// RFC 3986's unreserved and sub-delimiter bytes, and `:` and `@`: what a path segment holds
+/// as it is.
+const PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        plain[byte] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'@'
+            );
+        byte += 1;
+    }
+    plain
+};
+
+/// The name a root of the canonical `uri` gets when the user gives none, as [`default_name`]
+/// of its path: taken from the URI's last segment when the URI needs no decoding.
+pub fn default_name_of(uri: &str) -> Result<String, RootError> {
+    match plainly_canonical(uri) {
+        Some("/") => Ok("/".to_owned()),
+        Some(path) => Ok(path.rsplit('/').next().unwrap_or(path).to_owned()),
+        None => Ok(default_name(&path_from_uri(uri)?)),
+    }
 }
 
 /// The name a root gets when the user gives none: the directory's base name, or `/` for the
@@ -221,6 +281,18 @@ mod tests {
                 slow,
                 "canonical({uri:?}) and the full parse differ"
             );
+            assert_eq!(
+                canonical_owned(uri.to_owned()),
+                slow.clone().map(|(_, canonical)| canonical),
+                "canonical_owned({uri:?}) and the full parse differ"
+            );
+            if let Ok((path, canonical)) = &slow {
+                assert_eq!(
+                    default_name_of(canonical),
+                    Ok(default_name(path)),
+                    "the default name of {canonical:?}"
+                );
+            }
             taken.is_some()
         };
         let mut taken = 0;

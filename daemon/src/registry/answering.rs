@@ -55,7 +55,7 @@ impl Registry {
     ) -> Result<(ChangeResult, bool), RequestError> {
         let canonical = canonical_roots(roots)?;
         let (mut result, waits) = self.commit_answered(
-            |pending| Ok(plan_add(pending, workspace, canonical, origin)),
+            |pending| plan_add(pending, workspace, canonical, origin),
             |result| (result, &[]),
             answer,
         )?;

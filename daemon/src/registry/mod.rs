@@ -718,20 +718,20 @@ fn notified_in(
 fn canonical_roots(roots: Vec<Root>) -> Result<Vec<CanonicalRoot>, RequestError> {
     let mut canonical: Vec<CanonicalRoot> = Vec::with_capacity(roots.len());
     for root in roots {
-        let (path, uri) = rootsd_proto::root::canonical(&root.uri)?;
+        let uri = rootsd_proto::root::canonical_owned(root.uri)?;
         let name = root.name.filter(|n| !n.is_empty());
         // One root mentioned twice (`rootsctl add a a/`) is one change, reported once; the
         // last name given for it wins, as if the mentions had been separate adds.
-        match canonical.iter_mut().find(|(_, u, _)| *u == uri) {
+        match canonical.iter_mut().find(|(_, u)| *u == uri) {
             Some(earlier) => earlier.0 = name.or(earlier.0.take()),
-            None => canonical.push((name, uri, path)),
+            None => canonical.push((name, uri)),
         }
     }
     Ok(canonical)
 }
 
-/// A root of an add as [`plan::plan_add`] takes it: its name, canonical URI and path.
-type CanonicalRoot = (Option<String>, String, std::path::PathBuf);
+/// A root of an add as [`plan::plan_add`] takes it: its name and canonical URI.
+type CanonicalRoot = (Option<String>, String);
 
 /// Whether a change result reports a change of the workspace.
 fn changed(result: &ChangeResult) -> bool {

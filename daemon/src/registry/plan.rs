@@ -17,20 +17,20 @@ use crate::store::{Change, Contents, Origin, StoredRootV1, StoredWorkspaceV1};
 use super::publish::Decline;
 use super::{CanonicalRoot, changed};
 
-/// The change adding `canonical` roots (name, URI, path) makes to `workspace` in `pending`.
+/// The change adding `canonical` roots (name, URI) makes to `workspace` in `pending`.
 pub(super) fn plan_add(
     pending: &Contents,
     workspace: &WorkspaceName,
     canonical: Vec<CanonicalRoot>,
     origin: Origin,
-) -> Plan<ChangeResult> {
+) -> Result<Plan<ChangeResult>, RequestError> {
     let mut next = pending
         .workspaces
         .get(workspace)
         .map(|w| StoredWorkspaceV1::clone(w))
         .unwrap_or_default();
     let mut result = empty_result(workspace);
-    for (name, uri, path) in canonical {
+    for (name, uri) in canonical {
         match next.roots.iter_mut().find(|r| *r.uri == *uri) {
             Some(existing) => {
                 // A root that only sessions publish becomes the user's too: it stays when they
@@ -52,16 +52,20 @@ pub(super) fn plan_add(
             }
             None => {
                 // An unnamed root is named after its directory, as MCP clients usually do.
+                let name = match name {
+                    Some(name) => name,
+                    None => rootsd_proto::root::default_name_of(&uri)?,
+                };
                 let root = Root {
                     uri,
-                    name: name.or_else(|| Some(rootsd_proto::root::default_name(&path))),
+                    name: Some(name),
                 };
                 next.roots.push(Arc::new(StoredRootV1::from(&root)));
                 result.added.push(root);
             }
         }
     }
-    plan_change(pending, workspace, next, result, origin)
+    Ok(plan_change(pending, workspace, next, result, origin))
 }
 
 /// The change removing what `targets` name from `workspace` in `pending`, and the sessions that
