@@ -82,6 +82,13 @@ pub async fn serve(
     };
     let hello_deadline = tokio::time::Instant::now() + HELLO_TIMEOUT;
     let mut idle_deadline = tokio::time::Instant::now() + idle_timeout;
+    // Made once and polled on every turn: made anew each turn, each registered with the token
+    // or the runtime's timers and unregistered again, for every line a client sent.
+    let mut cancelled = std::pin::pin!(shutdown.cancelled());
+    let mut hello_timer = std::pin::pin!(tokio::time::sleep_until(hello_deadline));
+    // Set for the idle deadline as it was when it was last set: a line moves the deadline
+    // alone, and a timer that fires before it is set again for it.
+    let mut idle_timer = std::pin::pin!(tokio::time::sleep_until(idle_deadline));
     loop {
         // Only a greeted connection that waits for nothing the daemon sends can be idle: a
         // session or a watcher waits for pushes, rightly for hours.
@@ -90,12 +97,18 @@ pub async fn serve(
             Some(line) => Event::Line(line),
             None => tokio::select! {
                 biased;
-                () = shutdown.cancelled() => break,
-                () = tokio::time::sleep_until(hello_deadline), if state.author.is_none() => {
+                () = &mut cancelled => break,
+                () = &mut hello_timer, if state.author.is_none() => {
                     tracing::debug!("closing a connection that did not say hello in time");
                     break;
                 }
-                () = tokio::time::sleep_until(idle_deadline), if may_idle => Event::Idle,
+                () = &mut idle_timer, if may_idle => {
+                    if tokio::time::Instant::now() < idle_deadline {
+                        idle_timer.as_mut().reset(idle_deadline);
+                        continue;
+                    }
+                    Event::Idle
+                }
                 () = sleep_until(lines.deadline()) => Event::Line(Err(lines.unfinished())),
                 filled = lines.fill(stream) => match filled {
                     Ok(true) => continue,
