@@ -29,6 +29,9 @@ pub enum Via {
     ProxyTemplated,
     /// `limit-relay bench-server`.
     LimitRelay,
+    /// `limit-roots-proxy RESULT bench-server`: the cheapest process in the proxy's place,
+    /// answering `roots/list` itself.
+    LimitRootsProxy,
 }
 
 /// One session: the process the host talks to and its pipes. Killed when dropped.
@@ -60,6 +63,11 @@ impl Mcp {
             Via::LimitRelay => {
                 let mut cmd = helper("limit-relay");
                 cmd.arg(&server);
+                cmd
+            }
+            Via::LimitRootsProxy => {
+                let mut cmd = helper("limit-roots-proxy");
+                cmd.arg(roots.as_str()).arg(&server);
                 cmd
             }
         };

@@ -188,6 +188,35 @@ pub fn uri_of(path: &Path) -> String {
         .to_string()
 }
 
+/// The CPU time all threads of process `pid` have run so far, in nanoseconds (the first field of
+/// each `/proc/PID/task/TID/schedstat`).
+pub fn cpu_ns(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut total = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("list {dir}"))? {
+        let path = task?.path().join("schedstat");
+        // A thread that ended since the listing took its time with it.
+        if let Ok(stat) = std::fs::read_to_string(&path) {
+            total += first_number(&stat, &path)?;
+        }
+    }
+    Ok(total)
+}
+
+/// The CPU time the calling thread has run so far, in nanoseconds.
+pub fn thread_cpu_ns() -> Result<u64> {
+    let path = Path::new("/proc/thread-self/schedstat");
+    let stat = std::fs::read_to_string(path).context("read /proc/thread-self/schedstat")?;
+    first_number(&stat, path)
+}
+
+fn first_number(stat: &str, path: &Path) -> Result<u64> {
+    stat.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("{} holds no run time: {stat:?}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,7 +72,9 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
                 Via::Direct => direct.push(ms),
                 Via::Proxy => proxied.push(ms),
                 Via::LimitRelay => relayed.push(ms),
-                Via::ProxyTemplated => unreachable!("not in this row's order"),
+                Via::ProxyTemplated | Via::LimitRootsProxy => {
+                    unreachable!("not in this row's order")
+                }
             }
         }
     }
