@@ -27,8 +27,8 @@ use crate::provenance;
 use crate::reconnect::Expected;
 use crate::session_bounds;
 use crate::store::{
-    self, Change, Committer, Contents, Health, Opened, Origin, PeerV1, Plan, Serving, StoreError,
-    StoredWorkspaceV1,
+    self, Change, Committer, Contents, Durable, Health, Opened, Origin, PeerV1, Plan, Serving,
+    StoreError, StoredWorkspaceV1,
 };
 use crate::workspace_bounds;
 pub use answering::Answer;
@@ -92,8 +92,9 @@ impl Channel {
 }
 
 impl Publisher {
+    /// Publishes a workspace's new state: its channel holds it, and its sessions' outboxes get
+    /// it through the fan-out thread. [`Publisher::revised`] follows.
     fn publish(&self, state: Stored) {
-        let revision = state.state.revision;
         {
             let mut channels = self.channels.lock().expect("channels lock");
             // Numbered under the lock, as a state made for a session's registration is: a
@@ -114,7 +115,11 @@ impl Publisher {
                 fanout.hand_over(published.clone());
             }
         }
-        // After the channel holds the snapshot: a subscriber woken by this finds it there.
+    }
+
+    /// The store is at `revision`: wakes the `watch` subscribers and whoever waits for counts.
+    /// After the channels hold the states: a subscriber woken by this finds them there.
+    fn revised(&self, revision: u64) {
         self.changes.send_replace(revision);
         self.counts_changed();
     }
@@ -142,6 +147,21 @@ impl Publisher {
     fn counts_changed(&self) {
         self.counts
             .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+}
+
+/// The publisher as the commit thread tells it of durable changes: each change's workspace is
+/// published as it comes, and the new revision once per sync, so that a burst of changes wakes
+/// the `watch` subscribers and the counts' waiters once.
+struct Durably(Arc<Publisher>);
+
+impl Durable for Durably {
+    fn change(&self, change: &Change, committed: &Contents) {
+        self.0.publish(Stored::of(committed, &change.workspace));
+    }
+
+    fn synced(&self, revision: u64) {
+        self.0.revised(revision);
     }
 }
 
@@ -186,12 +206,7 @@ impl Registry {
                 .expect("failed to start the fan-out thread")
         };
         let _ = publisher.fanout.set(fanout);
-        let on_durable = {
-            let publisher = publisher.clone();
-            Box::new(move |change: &Change, contents: &Contents| {
-                publisher.publish(Stored::of(contents, &change.workspace));
-            })
-        };
+        let on_durable = Box::new(Durably(publisher.clone()));
         let Serving {
             committer,
             committed,

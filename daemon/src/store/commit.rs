@@ -103,9 +103,24 @@ impl Waiter {
     }
 }
 
-/// Called on the commit thread for each change once it is durable, in order, after the
-/// committed view holds it.
-pub type OnDurable = Box<dyn Fn(&Change, &Contents) + Send + Sync>;
+/// Told on the commit thread of what became durable.
+pub trait Durable: Send + Sync {
+    /// Each change, in order, once the committed view holds it.
+    fn change(&self, change: &Change, committed: &Contents);
+    /// Once a sync's changes are all in the committed view (and before their writers are
+    /// answered): `revision` is the newest. What every change would tell alike (the newest
+    /// revision, that counts changed) is told here, once per sync rather than once per change.
+    fn synced(&self, _revision: u64) {}
+}
+
+impl<F: Fn(&Change, &Contents) + Send + Sync> Durable for F {
+    fn change(&self, change: &Change, committed: &Contents) {
+        self(change, committed);
+    }
+}
+
+/// What the commit thread tells of durable changes ([`Durable`]).
+pub type OnDurable = Box<dyn Durable>;
 
 struct Written {
     change: Change,
@@ -597,11 +612,14 @@ fn publish(shared: &Shared, batch: Vec<Written>) -> (Vec<Change>, Retired) {
         // contents per change made a burst of changes quadratic in the number of workspaces.
         // Only this thread writes `committed`, so no change can slip in between.
         let committed = read(&shared.committed);
-        (shared.on_durable)(&written.change, &committed);
+        shared.on_durable.change(&written.change, &committed);
         drop(committed);
         waiters.extend(written.waiters);
         retired.extend(replaced);
         changes.push(written.change);
+    }
+    if let Some(last) = changes.last() {
+        shared.on_durable.synced(last.revision);
     }
     for waiter in waiters {
         waiter.tell(Ok(()));
@@ -808,7 +826,7 @@ mod tests {
             Store::open(&db).unwrap(),
             Contents::default(),
             committed.clone(),
-            Box::new(|_, _| {}),
+            Box::new(|_: &Change, _: &Contents| {}),
         )
         .unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -858,7 +876,7 @@ mod tests {
         let committed = Arc::new(RwLock::new(Contents::default()));
         let panicked = Arc::new(AtomicBool::new(false));
         let once = panicked.clone();
-        let on_durable: OnDurable = Box::new(move |_, _| {
+        let on_durable: OnDurable = Box::new(move |_: &Change, _: &Contents| {
             if !once.swap(true, Ordering::SeqCst) {
                 panic!("a fault on the commit thread");
             }

@@ -24,7 +24,7 @@ mod start;
 
 pub use activity::{worker_parked, worker_unparked};
 pub use commit::Health;
-pub(crate) use commit::{Call, Committer, OnDurable, Plan};
+pub(crate) use commit::{Call, Committer, Durable, OnDurable, Plan};
 pub use database::StoreError;
 pub(crate) use history::log;
 pub use model::Contents;
