@@ -96,7 +96,13 @@ pub fn check<T>(pending: &Contents, plan: Plan<T>, sizes: &Sizes) -> Result<Plan
         measured.holding =
             (measured.holding + usize::from(held_after)).saturating_sub(usize::from(held_before));
         measured.total = after;
-        measured.bytes.insert(change.workspace.clone(), next);
+        // Its name is copied only the first time its size is recorded.
+        match measured.bytes.get_mut(&change.workspace) {
+            Some(bytes) => *bytes = next,
+            None => {
+                measured.bytes.insert(change.workspace.clone(), next);
+            }
+        }
         measured.at = Some(change.revision);
     }
     Ok(plan)

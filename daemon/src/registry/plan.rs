@@ -40,14 +40,21 @@ pub(super) fn plan_add(
                 if adopted {
                     Arc::make_mut(existing).by_hand = true;
                 }
-                if name.is_some() && existing.name.as_deref() != name.as_deref() {
-                    Arc::make_mut(existing).name = name.as_deref().map(Arc::from);
-                    result.renamed.push(Root::from(&**existing));
-                } else if !adopted {
-                    result.unchanged.push(Root::from(&**existing));
-                }
-                if adopted {
+                if let Some(name) = name.filter(|n| existing.name.as_deref() != Some(n.as_str())) {
+                    Arc::make_mut(existing).name = Some(Arc::from(name.as_str()));
+                    // The request's own strings, which the stored root now holds.
+                    let renamed = Root {
+                        uri,
+                        name: Some(name),
+                    };
+                    if adopted {
+                        result.adopted.push(renamed.clone());
+                    }
+                    result.renamed.push(renamed);
+                } else if adopted {
                     result.adopted.push(Root::from(&**existing));
+                } else {
+                    result.unchanged.push(Root::from(&**existing));
                 }
             }
             None => {
