@@ -150,7 +150,7 @@ fn roots_list(out: &mut impl Out, roots: &[Root]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use proptest::prelude::*;
     use rootsd_proto::WorkspaceName;
 
@@ -158,7 +158,7 @@ mod tests {
 
     /// Text with every kind of byte serde escapes, and text it keeps: quotes, backslashes,
     /// every control character, DEL, and characters beyond ASCII of two, three and four bytes.
-    fn text() -> impl Strategy<Value = String> {
+    pub(crate) fn text() -> impl Strategy<Value = String> {
         prop::collection::vec(
             prop_oneof![
                 (0u8..0x20).prop_map(char::from),

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 pub mod accounts;
 pub mod bench_wire;
+pub mod limit_relay;
 pub mod resources;
 
 pub use resources::{Memory, memory, raise_fd_limit};

@@ -83,15 +83,8 @@ mod tests {
     /// The counters are the process's: one test at a time changes them.
     static SERIAL: Mutex<()> = Mutex::new(());
 
-    #[test]
-    fn the_wait_ends_when_the_last_worker_parks_or_at_its_patience() {
-        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
-        // Nobody at work: no wait at all.
-        let start = Instant::now();
-        wait_until_idle(Duration::from_secs(60));
-        assert!(start.elapsed() < Duration::from_secs(10));
-
-        // A worker at work, which parks once the commit thread waits.
+    /// A worker counted at work (it parked once, then unparked), which parks when told to.
+    fn worker_at_work() -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
         let (unparked, at_work) = mpsc::channel();
         let (park, parking) = mpsc::channel::<()>();
         let worker = std::thread::spawn(move || {
@@ -103,6 +96,19 @@ mod tests {
             worker_parked();
         });
         at_work.recv().unwrap();
+        (park, worker)
+    }
+
+    #[test]
+    fn the_wait_ends_when_the_last_worker_parks_or_at_its_patience() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        // Nobody at work: no wait at all.
+        let start = Instant::now();
+        wait_until_idle(Duration::from_secs(60));
+        assert!(start.elapsed() < Duration::from_secs(10));
+
+        // A worker at work, which parks once the commit thread waits.
+        let (park, worker) = worker_at_work();
         let waiting = std::thread::spawn(move || {
             let start = Instant::now();
             wait_until_idle(Duration::from_secs(60));
@@ -118,21 +124,12 @@ mod tests {
         assert_eq!(AT_WORK.load(Ordering::SeqCst), 0);
 
         // A worker that stays at work holds the commit thread back only for the patience.
-        let (unparked, at_work) = mpsc::channel();
-        let (done, finish) = mpsc::channel::<()>();
-        let busy = std::thread::spawn(move || {
-            worker_parked();
-            worker_unparked();
-            unparked.send(()).unwrap();
-            finish.recv().unwrap();
-            worker_parked();
-        });
-        at_work.recv().unwrap();
+        let (park, busy) = worker_at_work();
         let start = Instant::now();
         wait_until_idle(Duration::from_millis(20));
         let waited = start.elapsed();
         assert!(waited >= Duration::from_millis(20), "{waited:?}");
-        done.send(()).unwrap();
+        park.send(()).unwrap();
         busy.join().unwrap();
     }
 

@@ -277,22 +277,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    /// Texts with what serde escapes (quotes, backslashes, control characters) and what it
-    /// keeps (letters, characters beyond ASCII).
-    fn text() -> impl Strategy<Value = String> {
-        prop::collection::vec(
-            prop_oneof![
-                (0u8..0x20).prop_map(char::from),
-                Just('"'),
-                Just('\\'),
-                Just('é'),
-                prop::char::range('a', 'z'),
-            ],
-            0..8,
-        )
-        .prop_map(|chars| chars.into_iter().collect())
-    }
+    use crate::json_text::tests::text;
 
     fn shared() -> impl Strategy<Value = Option<Arc<str>>> {
         prop::option::of(text().prop_map(Arc::from))
