@@ -148,11 +148,21 @@ pub fn params<M: Method>(raw: Option<&RawValue>) -> Result<M::Params, RequestErr
 
 /// The success response to request `id`, newline included; `result` is raw JSON.
 pub fn success_line(id: &RawValue, result: &str) -> String {
-    let mut line = String::with_capacity(40 + id.get().len() + result.len());
+    success_line_written(id, result.len(), |line| line.push_str(result))
+}
+
+/// The success response to request `id`, newline included, its result written into the line by
+/// `result` (about `room` bytes of it): one buffer, where a result made apart is copied in.
+pub fn success_line_written(
+    id: &RawValue,
+    room: usize,
+    result: impl FnOnce(&mut String),
+) -> String {
+    let mut line = String::with_capacity(40 + id.get().len() + room);
     line.push_str(r#"{"jsonrpc":"2.0","id":"#);
     line.push_str(id.get());
     line.push_str(r#","result":"#);
-    line.push_str(result);
+    result(&mut line);
     line.push_str("}\n");
     line
 }

@@ -23,7 +23,7 @@ use super::peer_socket::PeerSocket;
 use super::{WriteFailed, write_line};
 use rootsd_proto::wire::ChangeResult;
 
-use crate::envelope::failure_line;
+use crate::envelope::{failure_line, success_line_written};
 use crate::error::RequestError;
 use crate::json_text;
 use crate::registry::{Answer, Socket};
@@ -35,9 +35,9 @@ use crate::store::StoreError;
 /// it.
 const UNCOUNTED_END: &str = ",\"notified_sessions\":0}}\n";
 
-/// Room for the answer to a small change (one root) besides its id, so that making it takes one
+/// Room for the result of a small change (one root), so that making its answer takes one
 /// allocation.
-const ANSWER_CAPACITY: usize = 320;
+const RESULT_ROOM: usize = 280;
 
 /// An answer the commit thread writes, from the connection's side.
 pub(super) struct Pending(Arc<Slot>);
@@ -86,13 +86,9 @@ impl Pending {
     /// Hands over the answer's `result`, the change's result with its `notified_sessions` still
     /// 0, to be replaced.
     pub(super) fn fill(&self, result: &ChangeResult) {
-        let id = self.0.id.get();
-        let mut line = String::with_capacity(ANSWER_CAPACITY + id.len());
-        line.push_str(r#"{"jsonrpc":"2.0","id":"#);
-        line.push_str(id);
-        line.push_str(r#","result":"#);
-        json_text::change_result(&mut line, result);
-        line.push_str("}\n");
+        let mut line = success_line_written(&self.0.id, RESULT_ROOM, |line| {
+            json_text::change_result(line, result);
+        });
         debug_assert!(
             line.ends_with(UNCOUNTED_END),
             "a change's result ends with notified_sessions 0: {line}"

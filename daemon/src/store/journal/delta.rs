@@ -210,7 +210,7 @@ fn stored_root(out: &mut Vec<u8>, root: &StoredRootV1) {
 fn origin_json(out: &mut Vec<u8>, origin: &Origin) {
     match origin {
         Origin::Peer(peer) => {
-            out.extend_from_slice(b"{\"kind\":\"peer\"");
+            out.extend_from_slice(b"{\"kind\":\"peer\",");
             peer_members(out, peer);
         }
         Origin::Session { id, label, peer } => {
@@ -230,20 +230,15 @@ fn origin_json(out: &mut Vec<u8>, origin: &Origin) {
 }
 
 fn peer_json(out: &mut Vec<u8>, peer: &PeerV1) {
-    out.extend_from_slice(b"{\"uid\":");
-    number(out, u64::from(peer.uid));
-    peer_texts(out, peer);
+    out.push(b'{');
+    peer_members(out, peer);
     out.push(b'}');
 }
 
-/// A peer's members after another member: `uid`, then whichever of the others it has.
+/// A peer's members: `uid`, then whichever of the others it has.
 fn peer_members(out: &mut Vec<u8>, peer: &PeerV1) {
-    out.extend_from_slice(b",\"uid\":");
+    out.extend_from_slice(b"\"uid\":");
     number(out, u64::from(peer.uid));
-    peer_texts(out, peer);
-}
-
-fn peer_texts(out: &mut Vec<u8>, peer: &PeerV1) {
     if let Some(user) = &peer.user {
         out.extend_from_slice(b",\"user\":");
         string(out, user);
