@@ -3,6 +3,11 @@
 //! and calling fdatasync. Many writers: 50 connections sending one `roots.add` each at once,
 //! until the last is acknowledged, against one `roots.add` alone. Turns alternate so that both
 //! sides see the same disk and the same neighbours.
+//!
+//! Beside the many writers, the same two measures of the cheapest program doing a group commit's
+//! I/O (`limit-group-commit`: one poll loop, one write and `fdatasync` per group of lines, then an
+//! answer each), whose own ratio the row's note reports: how close to the target any server
+//! gets on this machine.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -13,7 +18,7 @@ use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
 use crate::Mode;
-use crate::procs::{Control, quantile, uri_of};
+use crate::procs::{Control, LineChild, helper, quantile, uri_of};
 use crate::report::{Row, Target};
 
 const WRITERS: usize = 50;
@@ -52,7 +57,10 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
         .open(limit_dir.join("log"))
         .context("open the fdatasync limit's file")?;
 
+    let mut cheapest = CheapestGroupCommit::start(sandbox, &limit_dir, &mut writers[0])?;
+
     let (mut single, mut fsync, mut concurrent) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cheapest_single, mut cheapest_concurrent) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let name = format!("round-{round:05}");
         let (control, workspace, uri) = &mut writers[0];
@@ -66,6 +74,10 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
         single.push(start.elapsed().as_secs_f64() * 1e6);
 
         let start = Instant::now();
+        cheapest.writers[0].call(&line)?;
+        cheapest_single.push(start.elapsed().as_secs_f64() * 1e6);
+
+        let start = Instant::now();
         log.write_all(RECORD)?;
         log.sync_data().context("fdatasync")?;
         fsync.push(start.elapsed().as_secs_f64() * 1e6);
@@ -76,14 +88,16 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
                 .iter()
                 .map(|(_, workspace, uri)| bench_wire::add(3, workspace, uri, &renamed))
                 .collect();
-            let start = Instant::now();
-            for ((control, _, _), line) in writers.iter_mut().zip(&lines) {
-                control.send(line)?;
+            // rootsd first in even bursts, the cheapest program first in odd ones.
+            let rootsd_first = (round / concurrent_every).is_multiple_of(2);
+            for turn in 0..2 {
+                if (turn == 0) == rootsd_first {
+                    let ours = writers.iter_mut().map(|(control, _, _)| control);
+                    concurrent.push(burst(ours, &lines)?);
+                } else {
+                    cheapest_concurrent.push(burst(&mut cheapest.writers, &lines)?);
+                }
             }
-            for (control, _, _) in &mut writers {
-                control.expect_success()?;
-            }
-            concurrent.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }
 
@@ -91,6 +105,8 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
     let single_p99 = quantile(&mut single, 0.99);
     let fsync_p99 = quantile(&mut fsync, 0.99);
     let concurrent_p99 = quantile(&mut concurrent, 0.99);
+    let cheapest_single_p50 = quantile(&mut cheapest_single, 0.5);
+    let cheapest_concurrent_p50 = quantile(&mut cheapest_concurrent, 0.5);
     Ok(vec![
         Row {
             id: "durable_add_p50".into(),
@@ -115,8 +131,79 @@ pub fn measure(sandbox: &Sandbox, mode: Mode) -> Result<Vec<Row>> {
             samples: concurrent.len(),
             target: Target::ratio_at_most(3.0),
             note: Some(format!(
-                "{WRITERS} connections, each renaming a root of its own workspace; p99 {concurrent_p99:.0} µs"
+                "{WRITERS} connections, each renaming a root of its own workspace; p99 {concurrent_p99:.0} µs; \
+                 the cheapest program doing a group commit's I/O (limit-group-commit: one poll loop, \
+                 one write and fdatasync of {} B a line per group, a {} B answer each): {cheapest_concurrent_p50:.0} µs \
+                 for {WRITERS} against {cheapest_single_p50:.0} µs for one, {:.2}",
+                cheapest.record_bytes,
+                cheapest.answer_bytes,
+                cheapest_concurrent_p50 / cheapest_single_p50
             )),
         },
     ])
+}
+
+/// Sends every line at once, one per connection, and times until every connection has its
+/// answer.
+fn burst<'a>(writers: impl IntoIterator<Item = &'a mut Control>, lines: &[String]) -> Result<f64> {
+    let mut writers: Vec<&mut Control> = writers.into_iter().collect();
+    let start = Instant::now();
+    for (control, line) in writers.iter_mut().zip(lines) {
+        control.send(line)?;
+    }
+    for control in &mut writers {
+        control.expect_success()?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e6)
+}
+
+/// `limit-group-commit`, running, with as many connections as rootsd's writers, writing and
+/// answering what rootsd writes and answers for the same change.
+struct CheapestGroupCommit {
+    _server: LineChild,
+    writers: Vec<Control>,
+    record_bytes: u64,
+    answer_bytes: u64,
+}
+
+impl CheapestGroupCommit {
+    /// Measures what one change makes rootsd write (its journal's growth) and answer, with a
+    /// change of `writer`'s that is not timed, and starts the program with those sizes.
+    fn start(
+        sandbox: &Sandbox,
+        dir: &std::path::Path,
+        (writer, workspace, uri): &mut (Control, String, String),
+    ) -> Result<Self> {
+        let journal = sandbox.state.join("roots.journal");
+        let journal_len = || -> Result<u64> {
+            Ok(std::fs::metadata(&journal)
+                .with_context(|| format!("stat {}", journal.display()))?
+                .len())
+        };
+        let (before, received) = (journal_len()?, writer.received);
+        writer.call(&bench_wire::add(2, workspace, uri, "measured"))?;
+        let after = journal_len()?;
+        ensure!(
+            after > before,
+            "rootsd's journal did not grow with a change (compacted meanwhile?); run the phase again"
+        );
+        let (record_bytes, answer_bytes) = (after - before, writer.received - received);
+        let socket = sandbox.path().join("group-commit.sock");
+        let mut cmd = helper("limit-group-commit");
+        cmd.arg(&socket)
+            .arg(dir.join("group"))
+            .arg(record_bytes.to_string())
+            .arg(answer_bytes.to_string());
+        let mut server = LineChild::spawn(cmd, "limit-group-commit")?;
+        server.expect_line("ready")?;
+        let writers = (0..WRITERS)
+            .map(|_| Control::connect(&socket))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            _server: server,
+            writers,
+            record_bytes,
+            answer_bytes,
+        })
+    }
 }
