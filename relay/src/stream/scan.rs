@@ -230,26 +230,27 @@ impl Scan {
     /// Reads string bytes from `i`: up to and including the closing quote (`true`), or to the
     /// end of `bytes` (`false`). Escapes are skipped as `json::string_end` skips them, the byte
     /// after a backslash whatever it is, across pieces too.
+    ///
+    /// A streamed line is mostly one long string (a tool's text), so this is the scan's hot
+    /// loop: it searches for quotes alone, which runs at about twice the speed of searching for
+    /// quotes and backslashes together, and settles whether a quote is escaped by the run of
+    /// backslashes before it (an odd run escapes it, as each backslash escapes the next byte).
     fn string_run(&mut self, bytes: &[u8], mut i: usize) -> (usize, bool) {
         if self.escaped {
             self.escaped = false;
             i += 1;
         }
+        // From `i` on, no byte is escaped by one before `i`.
         while i < bytes.len() {
-            match memchr::memchr2(b'"', b'\\', &bytes[i..]) {
-                None => return (bytes.len(), false),
-                Some(at) => {
-                    i += at;
-                    if bytes[i] == b'"' {
-                        return (i + 1, true);
-                    }
-                    if i + 1 == bytes.len() {
-                        self.escaped = true;
-                        return (bytes.len(), false);
-                    }
-                    i += 2;
-                }
+            let Some(at) = memchr::memchr(b'"', &bytes[i..]) else {
+                self.escaped = !backslashes_before(bytes, i, bytes.len()).is_multiple_of(2);
+                return (bytes.len(), false);
+            };
+            let quote = i + at;
+            if backslashes_before(bytes, i, quote).is_multiple_of(2) {
+                return (quote + 1, true);
             }
+            i = quote + 1;
         }
         (bytes.len().min(i), false)
     }
@@ -342,4 +343,13 @@ impl Scan {
             _ => Role::Other,
         }
     }
+}
+
+/// How many backslashes run back from just before `end`, no further back than `from`.
+fn backslashes_before(bytes: &[u8], from: usize, end: usize) -> usize {
+    bytes[from..end]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count()
 }

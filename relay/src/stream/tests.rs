@@ -56,6 +56,8 @@ const LINES: &[&str] = &[
     r#"{"result":{"a":1},"id":}"#,
     r#"{"result":"\\","id":6}"#,
     r#"{"result":"\\\"","id":6}"#,
+    r#"{"result":"a\\\\\\\"b\\\\\\\\","id":9}"#,
+    r#"{"result":{"t":"\\\\\"}\\"},"id":10}"#,
     r#"{"result" 1}"#,
     r#"{}"#,
     r#"{"result":1,}"#,
