@@ -67,14 +67,7 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
     let journal = sandbox.state.join("roots.journal");
     std::thread::sleep(SETTLE);
     for round in 0..rounds {
-        // Even rounds: the small workspace first, odd: the large one, so that neither always
-        // inherits the machine from the other.
-        let order = if round.is_multiple_of(2) {
-            [0, 1]
-        } else {
-            [1, 0]
-        };
-        for index in order {
+        for index in in_turn(round) {
             let side = &mut sides[index];
             let before = file_len(&journal)?;
             let start = Instant::now();
@@ -104,12 +97,7 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
     let mut database = [Bytes::default(), Bytes::default()];
     std::thread::sleep(SETTLE);
     for window in 0..windows {
-        let order = if window.is_multiple_of(2) {
-            [0, 1]
-        } else {
-            [1, 0]
-        };
-        for index in order {
+        for index in in_turn(window) {
             let side = &mut sides[index];
             let (written, journaled, replied) = (
                 written_by(daemon)?,
@@ -194,6 +182,12 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
             )),
         },
     ])
+}
+
+/// The sides' order in round (or window) `k`: the small workspace first in even ones, the large
+/// one in odd ones, so that neither always inherits the machine from the other.
+fn in_turn(k: usize) -> [usize; 2] {
+    if k.is_multiple_of(2) { [0, 1] } else { [1, 0] }
 }
 
 /// One side's database bytes over its windows.
