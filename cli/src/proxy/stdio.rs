@@ -45,8 +45,11 @@ const DIRECT_READS: usize = 16;
 
 /// The buffer a streamed line is read into, and handed on in, one read at a time. It is below
 /// glibc's mmap threshold, so the pieces come from (and go back to) the heap's free lists
-/// instead of being mapped and unmapped for every read.
-const STREAM_BUFFER: usize = READ_CHUNK;
+/// instead of being mapped and unmapped for every read. The line after a streamed one starts in
+/// such a buffer too, and is read whole until [`STREAM_AT`]: the eighth of a read beyond it is
+/// the room [`LineReader`] keeps free before it grows a buffer, so that reaching [`STREAM_AT`]
+/// never copies the line into a larger one.
+const STREAM_BUFFER: usize = STREAM_AT + READ_CHUNK / 8;
 
 /// How many written pieces of a streamed line are kept to read the next ones into, on each side
 /// of the trip ([`Outbound::spare`], [`LineReader::recycle`]). A piece freed and the next one
