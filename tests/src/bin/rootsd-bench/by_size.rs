@@ -7,14 +7,13 @@
 //! length). Every change renames the workspace's first root, so the workspaces keep their sizes
 //! and each change is the same small edit whatever the size.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
 use crate::Mode;
-use crate::procs::{Control, median, quantile, uri_of};
+use crate::procs::{Control, journal_len, median, quantile, uri_of};
 use crate::report::{Row, Target};
 
 const SMALL: usize = 10;
@@ -64,12 +63,11 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
             journal: Vec::with_capacity(rounds),
         });
     }
-    let journal = sandbox.state.join("roots.journal");
     std::thread::sleep(SETTLE);
     for round in 0..rounds {
         for index in in_turn(round) {
             let side = &mut sides[index];
-            let before = file_len(&journal)?;
+            let before = journal_len(sandbox)?;
             let start = Instant::now();
             side.control.call(&bench_wire::add(
                 2,
@@ -78,7 +76,7 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
                 &format!("round-{round:05}"),
             ))?;
             side.samples.push(start.elapsed().as_secs_f64() * 1e6);
-            let after = file_len(&journal)?;
+            let after = journal_len(sandbox)?;
             // A compaction rewrites the journal shorter; such a change's growth says nothing.
             if after > before {
                 side.journal.push((after - before) as f64);
@@ -101,7 +99,7 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
             let side = &mut sides[index];
             let (written, journaled, replied) = (
                 written_by(daemon)?,
-                file_len(&journal)?,
+                journal_len(sandbox)?,
                 side.control.received,
             );
             for change in 0..byte_changes {
@@ -113,7 +111,7 @@ pub fn measure(sandbox: &Sandbox, daemon: i32, mode: Mode) -> Result<Vec<Row>> {
                 ))?;
             }
             std::thread::sleep(SETTLE);
-            let journal_now = file_len(&journal)?;
+            let journal_now = journal_len(sandbox)?;
             if journal_now < journaled {
                 // A compaction rewrote the journal meanwhile: its bytes are not this window's.
                 database[index].skipped += 1;
@@ -208,12 +206,6 @@ impl Bytes {
         );
         Ok(self.bytes as f64 / self.changes as f64)
     }
-}
-
-fn file_len(path: &Path) -> Result<u64> {
-    Ok(std::fs::metadata(path)
-        .with_context(|| format!("stat {}", path.display()))?
-        .len())
 }
 
 /// Bytes process `pid` has passed to `write` and its kin so far (`wchar` in `/proc/PID/io`).

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
 use crate::Mode;
-use crate::procs::{Control, LineChild, helper, quantile, uri_of};
+use crate::procs::{Control, LineChild, helper, quantile, record_of, uri_of};
 use crate::report::{Row, Target};
 
 const WRITERS: usize = 50;
@@ -174,20 +174,11 @@ impl CheapestGroupCommit {
         dir: &std::path::Path,
         (writer, workspace, uri): &mut (Control, String, String),
     ) -> Result<Self> {
-        let journal = sandbox.state.join("roots.journal");
-        let journal_len = || -> Result<u64> {
-            Ok(std::fs::metadata(&journal)
-                .with_context(|| format!("stat {}", journal.display()))?
-                .len())
-        };
-        let (before, received) = (journal_len()?, writer.received);
-        writer.call(&bench_wire::add(2, workspace, uri, "measured"))?;
-        let after = journal_len()?;
-        ensure!(
-            after > before,
-            "rootsd's journal did not grow with a change (compacted meanwhile?); run the phase again"
-        );
-        let (record_bytes, answer_bytes) = (after - before, writer.received - received);
+        let received = writer.received;
+        let ((), record_bytes) = record_of(sandbox, || {
+            writer.call(&bench_wire::add(2, workspace, uri, "measured"))
+        })?;
+        let answer_bytes = writer.received - received;
         let socket = sandbox.path().join("group-commit.sock");
         let mut cmd = helper("limit-group-commit");
         cmd.arg(&socket)

@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use rootsd_tests::{Sandbox, bench_wire};
 
-use crate::procs::{LineChild, helper, median, memory, rootsd_first, uri_of};
+use crate::procs::{LineChild, helper, median, memory, record_of, rootsd_first, uri_of};
 use crate::report::{Row, Target};
 
 /// Idle time before each round.
@@ -92,20 +92,10 @@ pub fn run(sessions: usize, rounds: usize) -> Result<FanOut> {
 
     // A first round, not counted: it warms rootsd's paths, gives the line for the limit, and
     // says how much rootsd's journal grows per change, which the limit then writes and syncs.
-    let journal = sandbox.state.join("roots.journal");
     let mut line = String::new();
     let mut record_bytes = 0;
     if rounds > 0 {
-        let before = std::fs::metadata(&journal)
-            .with_context(|| format!("stat {}", journal.display()))?
-            .len();
-        line = rootsd_round(&mut ours, "round")?.1;
-        let grown = std::fs::metadata(&journal)?.len();
-        ensure!(
-            grown > before,
-            "rootsd's journal did not grow with a change ({before} → {grown} bytes)"
-        );
-        record_bytes = grown - before;
+        (line, record_bytes) = record_of(&sandbox, || Ok(rootsd_round(&mut ours, "round")?.1))?;
     }
 
     let limit_socket = sandbox.path().join("limit-fanout.sock");

@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
-use rootsd_tests::{Memory, bench_wire};
+use rootsd_tests::{Memory, Sandbox, bench_wire};
 
 /// How long any single wait may take before the benchmark gives up with an error.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -182,6 +182,27 @@ pub fn rootsd_first(turn: usize) -> [bool; 2] {
 }
 
 /// `file://` URI of an existing directory.
+/// The length of rootsd's journal in `sandbox`'s state directory.
+pub fn journal_len(sandbox: &Sandbox) -> Result<u64> {
+    let journal = sandbox.state.join("roots.journal");
+    Ok(std::fs::metadata(&journal)
+        .with_context(|| format!("stat {}", journal.display()))?
+        .len())
+}
+
+/// Makes one change with `change` and returns what it returned and how much rootsd's journal
+/// grew by: the size of a change's record, which the limits write in its place.
+pub fn record_of<T>(sandbox: &Sandbox, change: impl FnOnce() -> Result<T>) -> Result<(T, u64)> {
+    let before = journal_len(sandbox)?;
+    let made = change()?;
+    let after = journal_len(sandbox)?;
+    ensure!(
+        after > before,
+        "rootsd's journal did not grow with a change ({before} → {after} bytes; compacted meanwhile?); run the phase again"
+    );
+    Ok((made, after - before))
+}
+
 pub fn uri_of(path: &Path) -> String {
     url::Url::from_file_path(path)
         .expect("an absolute path")
