@@ -58,7 +58,7 @@ pub async fn serve(
         idle_timeout,
         partial_line_timeout,
     } = tuning;
-    let _client = registry.client_connected();
+    let counted = registry.client_connected();
     let stream = match PeerSocket::new(stream) {
         Ok(stream) => stream,
         Err(error) => {
@@ -188,6 +188,9 @@ pub async fn serve(
     if let Some(pending) = state.pending.take() {
         let _ = pending.finish(stream, &shutdown).await;
     }
+    // The client stops being counted before its socket closes: a peer that has seen the close
+    // and asks `status` on another connection must not find itself still counted.
+    drop(counted);
 }
 
 /// The connection's socket, shared with the fan-out thread, which writes pushes to it while
