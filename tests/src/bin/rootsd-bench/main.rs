@@ -34,14 +34,14 @@ use rootsd_tests::{Sandbox, bench_wire};
 use crate::procs::{Control, uri_of};
 use crate::report::Row;
 
-const USAGE: &str = "usage: rootsd-bench [--quick] [--json] [--check] [--only PHASE]
+const USAGE: &str = "usage: rootsd-bench [--quick] [--json] [--check] [--only PHASE[,PHASE...]]
 
   --quick       fewer samples and smaller N: a check that the benchmark works (under a minute)
   --json        print the results as JSON on stdout (the table goes to stderr)
   --check       exit with status 1 when a target is missed
-  --only PHASE  run one phase (fanout, relay, roots-list, durable, by-size, steady, startup,
-                restart, hosts),
-                e.g. to profile it
+  --only PHASES run only these phases, comma-separated, in the full run's order (fanout,
+                relay, roots-list, durable, by-size, steady, startup, restart, hosts),
+                e.g. to profile one, or one after the phase that precedes it
 
 Build first: cargo build --release --workspace --bins";
 
@@ -74,10 +74,12 @@ fn main() {
             "--json" => json = true,
             "--check" => check = true,
             "--only" => match args.next() {
-                Some(phase) if PHASES.contains(&phase.as_str()) => only = Some(phase),
+                Some(phases) if phases.split(',').all(|p| PHASES.contains(&p)) => {
+                    only = Some(phases)
+                }
                 _ => {
                     eprintln!(
-                        "rootsd-bench: --only takes one of {}\n\n{USAGE}",
+                        "rootsd-bench: --only takes one or more of {}, separated by commas\n\n{USAGE}",
                         PHASES.join(", ")
                     );
                     std::process::exit(2);
@@ -141,7 +143,7 @@ fn main() {
 }
 
 fn run(mode: Mode, only: Option<&str>) -> Result<Vec<Row>> {
-    let phase = |name: &str| only.is_none_or(|o| o == name);
+    let phase = |name: &str| only.is_none_or(|o| o.split(',').any(|p| p == name));
     let largest = if mode.quick { 2_000 } else { 10_000 };
     rootsd_tests::raise_fd_limit(largest as u64 + 256)
         .map_err(|why| anyhow::anyhow!("{why}, or use --quick"))?;
