@@ -73,18 +73,22 @@ fn main() {
             "--quick" => quick = true,
             "--json" => json = true,
             "--check" => check = true,
-            "--only" => match args.next() {
-                Some(phases) if phases.split(',').all(|p| PHASES.contains(&p)) => {
-                    only = Some(phases)
-                }
-                _ => {
+            "--only" => {
+                let phases = args.next().unwrap_or_default();
+                let unknown = phases.split(',').find(|p| !PHASES.contains(p));
+                if let Some(unknown) = unknown {
+                    let what = match unknown {
+                        "" => "a phase is missing".to_owned(),
+                        _ => format!("no phase {unknown:?}"),
+                    };
                     eprintln!(
-                        "rootsd-bench: --only takes one or more of {}, separated by commas\n\n{USAGE}",
+                        "rootsd-bench: --only: {what}; give one or more of {}, separated by commas\n\n{USAGE}",
                         PHASES.join(", ")
                     );
                     std::process::exit(2);
                 }
-            },
+                only = Some(phases);
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
