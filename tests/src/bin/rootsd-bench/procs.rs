@@ -181,7 +181,6 @@ pub fn rootsd_first(turn: usize) -> [bool; 2] {
     }
 }
 
-/// `file://` URI of an existing directory.
 /// The length of rootsd's journal in `sandbox`'s state directory.
 pub fn journal_len(sandbox: &Sandbox) -> Result<u64> {
     let journal = sandbox.state.join("roots.journal");
@@ -203,6 +202,7 @@ pub fn record_of<T>(sandbox: &Sandbox, change: impl FnOnce() -> Result<T>) -> Re
     Ok((made, after - before))
 }
 
+/// `file://` URI of an existing directory.
 pub fn uri_of(path: &Path) -> String {
     url::Url::from_file_path(path)
         .expect("an absolute path")
