@@ -33,11 +33,17 @@ impl Sides {
 
 /// Runs the command the arguments after `skip` name and relays between it and the host, handing
 /// each read of the server's stdout to `from_server`, until the server closes it; then exits
-/// with the server's status. `name` is the program's, for its messages.
-pub fn run(name: &str, skip: usize, mut from_server: impl FnMut(&[u8], &Sides)) -> ! {
+/// with the server's status. `name` is the program's and `synopsis` its arguments', for its
+/// messages: without a command it prints its usage and exits 2.
+pub fn run(
+    name: &str,
+    synopsis: &str,
+    skip: usize,
+    mut from_server: impl FnMut(&[u8], &Sides),
+) -> ! {
     let mut args = std::env::args_os().skip(1 + skip);
     let Some(program) = args.next() else {
-        eprintln!("{name}: no server command given");
+        eprintln!("usage: {name} {synopsis}");
         std::process::exit(2);
     };
     let mut child = Command::new(&program)

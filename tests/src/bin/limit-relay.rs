@@ -7,9 +7,7 @@
 //! relay here would flatter nobody and mislead everyone.
 
 fn main() {
-    if std::env::args_os().len() < 2 {
-        eprintln!("usage: limit-relay COMMAND [ARGS...]");
-        std::process::exit(2);
-    }
-    rootsd_tests::limit_relay::run("limit-relay", 0, |bytes, sides| sides.to_host(bytes));
+    rootsd_tests::limit_relay::run("limit-relay", "COMMAND [ARGS...]", 0, |bytes, sides| {
+        sides.to_host(bytes)
+    });
 }

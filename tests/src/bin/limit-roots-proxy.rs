@@ -14,18 +14,16 @@ const REQUEST_START: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
 const ROOTS_LIST: &[u8] = br#","method":"roots/list""#;
 
 fn main() {
-    let Some(result) = std::env::args_os()
+    // Without RESULT there is no command either, and `run` prints the usage.
+    let result = std::env::args_os()
         .nth(1)
-        .filter(|_| std::env::args_os().len() > 2)
-    else {
-        eprintln!("usage: limit-roots-proxy RESULT COMMAND [ARGS...]");
-        std::process::exit(2);
-    };
-    let result = result.into_encoded_bytes();
+        .unwrap_or_default()
+        .into_encoded_bytes();
     // The server's bytes not yet ended by a newline.
     let mut pending: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut answer: Vec<u8> = Vec::with_capacity(result.len() + 64);
-    rootsd_tests::limit_relay::run("limit-roots-proxy", 1, |bytes, sides| {
+    let synopsis = "RESULT COMMAND [ARGS...]";
+    rootsd_tests::limit_relay::run("limit-roots-proxy", synopsis, 1, |bytes, sides| {
         pending.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
