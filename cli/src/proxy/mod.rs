@@ -28,6 +28,7 @@ mod news;
 mod process;
 mod running;
 pub mod server;
+mod splice;
 mod stdio;
 mod wait;
 
@@ -62,7 +63,7 @@ async fn server_line(
     lines: Option<&mut LineReader<ServerStdout>>,
 ) -> std::io::Result<Option<Piece>> {
     match lines {
-        Some(lines) => lines.next_piece().await,
+        Some(lines) => lines.next_piece_peeking().await,
         None => std::future::pending().await,
     }
 }
@@ -70,20 +71,39 @@ async fn server_line(
 /// Forwards a piece of the server line being streamed to the host, as far as the relay says.
 /// Past the limit, the relay still reads the pieces (for the id) but the host's line has ended.
 /// The buffers of pieces already written go back to `lines`, to read the next ones into.
+///
+/// A piece the reader only peeked at (`LineReader::peeked`) is still in the server's pipe: one
+/// the host gets whole moves there by `splice`, `ends_line` saying whether its newline goes with
+/// it; any other is dropped from the pipe, and the copy goes on as a piece read.
 fn forward_part(
     to_host: &mut Outbound<stdio::Stdio>,
     lines: &mut LineReader<ServerStdout>,
     streamed: &mut Streamed,
     mut bytes: Vec<u8>,
-) {
+    ends_line: bool,
+) -> std::io::Result<()> {
     while let Some(spare) = to_host.spare() {
         lines.recycle(spare);
     }
     let ended = streamed.is_over();
     let forward = streamed.part(&bytes);
+    if let Some(piece) = lines.peeked() {
+        if to_host.splices() && !ended && !forward.cut {
+            debug_assert_eq!(forward.bytes, bytes.len(), "a piece not cut goes whole");
+            to_host.push_spliced(piece, ends_line);
+            lines.recycle(bytes);
+            return Ok(());
+        }
+        drop(piece);
+        if to_host.splices() {
+            lines.drop_peeked()?;
+        } else {
+            lines.stop_peeking()?;
+        }
+    }
     if ended {
         lines.recycle(bytes);
-        return;
+        return Ok(());
     }
     bytes.truncate(forward.bytes);
     to_host.push_part(bytes);
@@ -93,6 +113,7 @@ fn forward_part(
         );
         to_host.end_line(Vec::new());
     }
+    Ok(())
 }
 
 /// Resolves when the server takes more of what is queued for it.
@@ -222,7 +243,10 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
         {
             timer.as_mut().reset(at);
         }
-        let reads_server = slot.as_ref().is_some_and(|r| r.open) && !to_host.is_full();
+        // A piece of the server's line queued for the host still in the server's pipe
+        // (`splice`) is that pipe's next bytes: nothing is read from it until the piece moved.
+        let reads_server =
+            slot.as_ref().is_some_and(|r| r.open) && !to_host.is_full() && !to_host.holds_pipe();
         let reads_host = host_open
             // While a streamed line holds the host's other lines back, they count as queued.
             && !(to_host.is_open() && to_host.is_full())
@@ -306,18 +330,36 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                             relay.stream_from_server(running.lines.unfinished(), MAX_LINE_BYTES)
                         {
                             let first = running.lines.stream();
-                            forward_part(&mut to_host, &mut running.lines, &mut started, first);
-                            streamed = Some(started);
+                            // The rest moves from the server's pipe to the host's, where the
+                            // host's stdout takes it so.
+                            if to_host.splices() {
+                                running.lines.peek_pieces();
+                            }
+                            let to = &mut to_host;
+                            match forward_part(to, &mut running.lines, &mut started, first, false) {
+                                Ok(()) => streamed = Some(started),
+                                Err(_) => running.stdout_closed(now),
+                            }
                         }
                     }
                     Ok(Some(Piece::Part(bytes))) => {
                         if let Some(streaming) = streamed.as_mut() {
-                            forward_part(&mut to_host, &mut running.lines, streaming, bytes);
+                            let to = &mut to_host;
+                            if forward_part(to, &mut running.lines, streaming, bytes, false)
+                                .is_err()
+                            {
+                                running.stdout_closed(now);
+                            }
                         }
                     }
                     Ok(Some(Piece::End(bytes))) => {
                         if let Some(mut ended) = streamed.take() {
-                            forward_part(&mut to_host, &mut running.lines, &mut ended, bytes);
+                            let to = &mut to_host;
+                            if forward_part(to, &mut running.lines, &mut ended, bytes, true)
+                                .is_err()
+                            {
+                                running.stdout_closed(now);
+                            }
                             to_host.end_line(Vec::new());
                             relay.stream_end(ended, now);
                         }

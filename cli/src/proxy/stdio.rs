@@ -10,10 +10,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::FutureExt as _;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+
+use super::splice::{Front, Peek};
 
 /// The longest line the proxy relays, in bytes. The TypeScript SDK refuses messages over 10 MiB,
 /// so nothing a real peer accepts is lost; a longer line is discarded and its sender told.
@@ -129,6 +132,9 @@ pub struct LineReader<R> {
     /// reader is always scanned with the same `offer` (the server's with, the host's without):
     /// a reader scanned both ways would have to remember which way settled it.
     settled: bool,
+    /// The pieces of a streamed line are peeked at, to be moved on by `splice`
+    /// ([`LineReader::peek_pieces`]).
+    peek: Option<Peek>,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -144,6 +150,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             mode: Mode::Whole,
             spares: Vec::new(),
             settled: false,
+            peek: None,
         }
     }
 
@@ -361,6 +368,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 struct Queued {
     bytes: Vec<u8>,
     end: End,
+    /// A piece still in the server's pipe, moved on by `splice` instead of `bytes`.
+    pipe: Option<Arc<Front>>,
 }
 
 /// How a queued piece ends.
@@ -384,16 +393,23 @@ impl Queued {
             return Self {
                 bytes,
                 end: End::Included,
+                pipe: None,
             };
         }
         Self {
             bytes,
             end: End::Newline,
+            pipe: None,
         }
     }
 
+    /// Its length, written or not. A piece in a pipe counts what is left of it: its bytes
+    /// written so far count again, which [`Outbound::wrote`] allows for.
     fn len(&self) -> usize {
-        self.bytes.len() + usize::from(self.end == End::Newline)
+        match &self.pipe {
+            Some(front) => front.unread(),
+            None => self.bytes.len() + usize::from(self.end == End::Newline),
+        }
     }
 }
 
@@ -428,6 +444,10 @@ pub struct Outbound<W> {
     broken: bool,
     /// Buffers of written pieces of streamed lines, for the reader to read more into.
     spares: Vec<Vec<u8>>,
+    /// Queued pieces still in the server's pipe ([`Outbound::push_spliced`]).
+    piped: usize,
+    /// A `splice` into the side failed other than for room: pieces are no longer taken that way.
+    splice_refused: bool,
 }
 
 /// A stream whose non-blocking descriptor the queue may write to itself ([`Outbound`]'s
@@ -439,6 +459,17 @@ pub trait Descriptor {
     /// The descriptor, if writing to it directly is the same as writing to the stream: it is
     /// non-blocking and the stream buffers nothing (its flush does nothing).
     fn descriptor(&self) -> Option<BorrowedFd<'_>>;
+
+    /// Whether the stream takes bytes by `splice` from a pipe ([`Descriptor::poll_splice`]).
+    fn splices(&self) -> bool {
+        false
+    }
+
+    /// Moves what is left of `piece` into the stream by `splice`, once it has room; how many
+    /// bytes moved. `Unsupported` unless [`Descriptor::splices`].
+    fn poll_splice(&self, _cx: &mut Context<'_>, _piece: &Front) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+    }
 }
 
 /// A stream whose non-blocking descriptor the relay loop may wait on and read from itself
@@ -447,15 +478,127 @@ pub trait ReadDescriptor {
     /// The descriptor, if reading from it directly is the same as reading from the stream: it
     /// is non-blocking and the stream buffers nothing.
     fn read_descriptor(&self) -> Option<BorrowedFd<'_>>;
+
+    /// Copies up to `len` bytes from the front of the stream into the pipe `into` without
+    /// consuming them (`tee`), once there are any; `Ok(0)` at the end of the stream.
+    /// `Unsupported` unless the stream is a pipe.
+    fn poll_tee(
+        &self,
+        _cx: &mut Context<'_>,
+        _into: BorrowedFd<'_>,
+        _len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+    }
 }
 
 impl ReadDescriptor for tokio::net::unix::pipe::Receiver {
     fn read_descriptor(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
     }
+
+    fn poll_tee(
+        &self,
+        cx: &mut Context<'_>,
+        into: BorrowedFd<'_>,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        use rustix::pipe::SpliceFlags;
+        loop {
+            std::task::ready!(self.poll_read_ready(cx))?;
+            // Through the runtime, so that a pipe found empty waits for its next readiness.
+            match self.try_io(|| {
+                rustix::pipe::tee(self, into, len, SpliceFlags::NONBLOCK).map_err(io::Error::from)
+            }) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                result => return Poll::Ready(result),
+            }
+        }
+    }
 }
 
 impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
+    /// Peeks at the pieces of streamed lines from now on, where the stream is a pipe: each is
+    /// copied out with `tee` and left in the pipe ([`LineReader::peeked`]) for the caller to
+    /// move on by `splice` or have dropped. Where no peek can be made, pieces are read as before.
+    pub fn peek_pieces(&mut self) {
+        if self.peek.is_none()
+            && let Some(fd) = self.stream.read_descriptor()
+        {
+            self.peek = Peek::new(fd).ok();
+        }
+    }
+
+    /// Reads pieces as before, without peeking: the side they go to cannot take them by
+    /// `splice`. The piece handed out last is dropped from the pipe first.
+    pub fn stop_peeking(&mut self) -> io::Result<()> {
+        if let Some(peek) = self.peek.take() {
+            peek.settle()?;
+        }
+        Ok(())
+    }
+
+    /// The piece handed out last, if it was peeked at and is still in the pipe: the caller
+    /// either queues it for `splice` (the queue then owns its bytes) or calls
+    /// [`LineReader::drop_peeked`].
+    pub fn peeked(&self) -> Option<Arc<Front>> {
+        self.peek.as_ref().and_then(Peek::handed)
+    }
+
+    /// Reads the piece handed out last out of the pipe, where it was only peeked at, and drops
+    /// it: the caller has the copy.
+    pub fn drop_peeked(&mut self) -> io::Result<()> {
+        self.peek.as_ref().map_or(Ok(()), Peek::settle)
+    }
+
+    /// [`LineReader::next_piece`], with the pieces of a streamed line peeked at once
+    /// [`LineReader::peek_pieces`] was called.
+    pub async fn next_piece_peeking(&mut self) -> io::Result<Option<Piece>> {
+        if let Some(peek) = &self.peek {
+            // A piece handed out and dropped unqueued (a retiring server's) leaves the pipe
+            // before anything else is read.
+            peek.settle()?;
+            if self.mode == Mode::Streaming && self.buffer.is_empty() && !self.eof {
+                return self.peek_part().await.map(Some);
+            }
+        }
+        self.next_piece().await
+    }
+
+    /// The next piece of a streamed line, as [`LineReader::next_part`] reads it, but copied
+    /// from the pipe by `tee`: the piece's bytes (and its newline, at the line's end) stay at
+    /// the front of the pipe. What the copy holds beyond the newline is dropped: it is still in
+    /// the pipe, the start of the next line, read as any line is.
+    async fn peek_part(&mut self) -> io::Result<Piece> {
+        let peek = self.peek.as_ref().expect("peeking");
+        let stream = &self.stream;
+        let n = std::future::poll_fn(|cx| stream.poll_tee(cx, peek.copy_in(), READ_CHUNK)).await?;
+        self.settled = false;
+        if n == 0 {
+            self.eof = true;
+            self.mode = Mode::Whole;
+            return Ok(Piece::End(Vec::new()));
+        }
+        if self.buffer.capacity() < STREAM_BUFFER {
+            self.buffer.reserve(STREAM_BUFFER);
+        }
+        peek.read_copy(&mut self.buffer, n)?;
+        let piece = match memchr::memchr(b'\n', &self.buffer) {
+            Some(at) => {
+                self.buffer.truncate(at);
+                peek.hand_out(at + 1);
+                self.mode = Mode::Whole;
+                Piece::End
+            }
+            None => {
+                peek.hand_out(n);
+                Piece::Part
+            }
+        };
+        let next = self.piece_buffer();
+        Ok(piece(std::mem::replace(&mut self.buffer, next)))
+    }
+
     /// The stream's descriptor, for a wait on it before [`LineReader::try_read`].
     pub fn descriptor(&self) -> Option<BorrowedFd<'_>> {
         self.stream.read_descriptor()
@@ -473,6 +616,9 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
             !self.is_streaming(),
             "streamed pieces are read through the runtime"
         );
+        if let Some(peek) = &self.peek {
+            peek.settle()?;
+        }
         // A side that keeps its pipe full without ending a line (one being discarded, or held
         // whole) is left to the runtime's reads after a few, which its budget bounds, so that
         // news and deadlines get their turns meanwhile.
@@ -517,7 +663,38 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
             closing: false,
             broken: false,
             spares: Vec::new(),
+            piped: 0,
+            splice_refused: false,
         }
+    }
+
+    /// Whether pieces of a streamed line may be queued still in the server's pipe
+    /// ([`Outbound::push_spliced`]).
+    pub fn splices(&self) -> bool {
+        !self.splice_refused && self.stream.as_ref().is_some_and(Descriptor::splices)
+    }
+
+    /// Queues the next piece of a line written as it arrives, still at the front of the
+    /// server's pipe (as [`LineReader::peeked`] hands it out), to be moved to the side by
+    /// `splice`; `ends_line` if it ends with the line's newline, after which the lines held
+    /// meanwhile follow. The pipe must not be read until the piece has moved
+    /// ([`Outbound::holds_pipe`]).
+    pub fn push_spliced(&mut self, piece: Arc<Front>, ends_line: bool) {
+        if self.broken || self.stream.is_none() || self.closing {
+            return;
+        }
+        self.open = !ends_line;
+        self.queued += piece.unread();
+        self.piped += 1;
+        self.lines.push_back(Queued {
+            bytes: Vec::new(),
+            end: if ends_line { End::Included } else { End::Open },
+            pipe: Some(piece),
+        });
+        if ends_line {
+            self.lines.extend(self.held.drain(..).map(Queued::line));
+        }
+        self.write_ready();
     }
 
     /// The buffer of a piece of a streamed line already written, if one is kept: the reader
@@ -554,6 +731,7 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         self.lines.push_back(Queued {
             bytes,
             end: End::Open,
+            pipe: None,
         });
         self.write_ready();
     }
@@ -592,6 +770,12 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
             QUEUE_HIGH_WATER
         };
         self.queued >= high_water
+    }
+
+    /// Whether a piece queued here is still at the front of the server's pipe
+    /// ([`Outbound::push_spliced`]): the pipe must not be read until it has moved.
+    pub fn holds_pipe(&self) -> bool {
+        self.piped > 0
     }
 
     /// Closes the stream after everything queued is written.
@@ -665,10 +849,22 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
             return Ok(Taken::All);
         };
         let offered = front.len() - self.written;
-        let (parts, count) = unwritten(front, self.written);
-        let n = match count {
-            1 => stream.write(&parts[0]).await?,
-            _ => stream.write_vectored(&parts[..count]).await?,
+        let n = if let Some(piece) = front.pipe.clone() {
+            let moved = std::future::poll_fn(|cx| stream.poll_splice(cx, &piece)).await;
+            match moved {
+                Ok(n) => n,
+                Err(error) if splice_unusable(&error) => {
+                    self.unsplice()?;
+                    return Ok(Taken::Part);
+                }
+                Err(error) => return Err(error),
+            }
+        } else {
+            let (parts, count) = unwritten(front, self.written);
+            match count {
+                1 => stream.write(&parts[0]).await?,
+                _ => stream.write_vectored(&parts[..count]).await?,
+            }
         };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
@@ -691,6 +887,18 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         let fd = self.stream.as_ref()?.descriptor()?;
         let front = self.lines.front()?;
         let offered = front.len() - self.written;
+        if let Some(piece) = &front.pipe {
+            let n = match piece.splice_into(fd) {
+                Ok(n) => n,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => return None,
+                Err(error) if splice_unusable(&error) => {
+                    return Some(self.unsplice().map(|()| Taken::Part));
+                }
+                Err(error) => return Some(Err(error)),
+            };
+            return Some(Ok(self.wrote(n, offered).0));
+        }
         let (parts, count) = unwritten(front, self.written);
         // One slice is a plain write, which costs the kernel less than a vectored one.
         let result = match count {
@@ -715,16 +923,28 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
     /// was taken, and whether that emptied the queue.
     fn wrote(&mut self, n: usize, offered: usize) -> (Taken, bool) {
         let taken = if n < offered { Taken::Part } else { Taken::All };
-        self.written += n;
         self.queued -= n;
-        let whole = self.lines.front().map(Queued::len);
-        if whole == Some(self.written) {
-            if let Some(piece) = self.lines.pop_front()
-                && piece.end == End::Open
-                && self.spares.len() < SPARES_KEPT
-                && is_stream_buffer(&piece.bytes)
-            {
-                self.spares.push(piece.bytes);
+        let done = match self.lines.front() {
+            // A piece in a pipe counts its bytes off itself as they move.
+            Some(Queued {
+                pipe: Some(piece), ..
+            }) => piece.unread() == 0,
+            Some(front) => {
+                self.written += n;
+                front.len() == self.written
+            }
+            None => false,
+        };
+        if done {
+            if let Some(piece) = self.lines.pop_front() {
+                if piece.pipe.is_some() {
+                    self.piped -= 1;
+                } else if piece.end == End::Open
+                    && self.spares.len() < SPARES_KEPT
+                    && is_stream_buffer(&piece.bytes)
+                {
+                    self.spares.push(piece.bytes);
+                }
             }
             self.written = 0;
             return (taken, self.lines.is_empty());
@@ -732,13 +952,42 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
         (taken, false)
     }
 
+    /// The side refused a `splice` for a reason other than room: the front piece is read out of
+    /// the server's pipe into the queue, to be written as any piece is, and no later piece is
+    /// queued in a pipe.
+    fn unsplice(&mut self) -> io::Result<()> {
+        self.splice_refused = true;
+        let Some(front) = self.lines.front_mut() else {
+            return Ok(());
+        };
+        let Some(piece) = front.pipe.take() else {
+            return Ok(());
+        };
+        self.piped -= 1;
+        piece.take(Some(&mut front.bytes))
+    }
+
     fn break_off(&mut self) {
         self.broken = true;
+        // Pieces still in the server's pipe go back to its reader, which drops them.
         self.lines.clear();
+        self.piped = 0;
         self.held.clear();
         self.queued = 0;
         self.stream = None;
     }
+}
+
+/// A `splice` into a side failed because the side cannot take bytes that way (a file system or
+/// device without it), not for room or a broken pipe.
+fn splice_unusable(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            rustix::io::Errno::from_io_error(error),
+            Some(
+                rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS | rustix::io::Errno::OPNOTSUPP
+            )
+        )
 }
 
 /// What is left to write of `front` after its first `written` bytes, as the slices one write
@@ -822,6 +1071,35 @@ impl Descriptor for Stdio {
             Self::PipeOut(s) => Some(s.as_fd()),
             // Tokio's stdout writes on a thread of its own, and may hold bytes until it does.
             Self::PipeIn(_) | Self::In(_) | Self::Out(_) => None,
+        }
+    }
+
+    fn splices(&self) -> bool {
+        matches!(self, Self::Socket(_) | Self::PipeOut(_))
+    }
+
+    fn poll_splice(&self, cx: &mut Context<'_>, piece: &Front) -> Poll<io::Result<usize>> {
+        // Through the runtime, so that a side found full waits for its next readiness.
+        loop {
+            let moved = match self {
+                Self::Socket(s) => {
+                    std::task::ready!(s.poll_write_ready(cx))?;
+                    s.try_io(tokio::io::Interest::WRITABLE, || {
+                        piece.splice_into(s.as_fd())
+                    })
+                }
+                Self::PipeOut(s) => {
+                    std::task::ready!(s.poll_write_ready(cx))?;
+                    s.try_io(|| piece.splice_into(s.as_fd()))
+                }
+                Self::PipeIn(_) | Self::In(_) | Self::Out(_) => {
+                    return Poll::Ready(Err(io::ErrorKind::Unsupported.into()));
+                }
+            };
+            match moved {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                result => return Poll::Ready(result),
+            }
         }
     }
 }

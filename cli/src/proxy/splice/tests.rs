@@ -1,0 +1,281 @@
+//! A streamed line peeked at and moved by `splice`, through real pipes on both sides.
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::AsyncWrite;
+use tokio::net::unix::pipe;
+
+use crate::proxy::stdio::{Descriptor, Line, LineReader, Outbound, Piece, STREAM_AT, Stdio};
+
+/// A pipe the test writes `input` into from a thread (it holds more than a pipe does), read by
+/// a `LineReader` as the proxy reads its server.
+fn server_pipe(input: Vec<u8>) -> (LineReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let writing = std::thread::spawn(move || {
+        writer.write_all(&input).unwrap();
+    });
+    let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).unwrap();
+    (LineReader::new(receiver), writing)
+}
+
+/// A pipe standing for the host's stdin, read to its end by a thread.
+fn host_pipe() -> (Outbound<Stdio>, std::thread::JoinHandle<Vec<u8>>) {
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).unwrap();
+        got
+    });
+    let sender = pipe::Sender::from_owned_fd(OwnedFd::from(writer)).unwrap();
+    (Outbound::new(Stdio::PipeOut(sender)), reading)
+}
+
+/// Relays a streamed line from `lines` to `out` as the proxy's loop does: the first piece
+/// copied, the rest peeked at and queued for `splice` when `splice` is true, or dropped from
+/// the pipe and pushed as copies when it is false. Returns the bytes the pieces were seen as.
+async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
+    lines: &mut LineReader<pipe::Receiver>,
+    out: &mut Outbound<W>,
+    splice: bool,
+) -> Vec<u8> {
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    let first = lines.stream();
+    let mut seen = first.clone();
+    out.push_part(first);
+    lines.peek_pieces();
+    loop {
+        while out.holds_pipe() {
+            out.drain().await;
+        }
+        let (bytes, ends) = match lines.next_piece_peeking().await.unwrap() {
+            Some(Piece::Part(bytes)) => (bytes, false),
+            Some(Piece::End(bytes)) => (bytes, true),
+            other => panic!("expected a piece, got {other:?}"),
+        };
+        seen.extend_from_slice(&bytes);
+        match lines.peeked() {
+            Some(piece) if splice => out.push_spliced(piece, ends),
+            Some(piece) => {
+                drop(piece);
+                lines.drop_peeked().unwrap();
+                out.push_part(bytes);
+                if ends {
+                    out.end_line(Vec::new());
+                }
+            }
+            None => panic!("a piece after the first is peeked at"),
+        }
+        if ends {
+            return seen;
+        }
+    }
+}
+
+fn long_line(size: usize) -> Vec<u8> {
+    let mut line = b"{\"result\":\"".to_vec();
+    line.extend((0..size).map(|i| b'a' + (i % 26) as u8));
+    line.extend_from_slice(b"\"}");
+    line
+}
+
+#[tokio::test]
+async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_their_order() {
+    let long = long_line(5 * STREAM_AT + 123);
+    let mut input = long.clone();
+    input.extend_from_slice(b"\nafter\n");
+    let (mut lines, writing) = server_pipe(input);
+    let (mut out, reading) = host_pipe();
+    assert!(out.splices(), "a pipe takes bytes by splice");
+
+    out.push(b"before".to_vec());
+    let seen = relay_streamed(&mut lines, &mut out, true).await;
+    // The relay saw every byte of the line, without its newline, as the host gets it.
+    assert_eq!(seen, long);
+    // What follows the line in the server's pipe is read as any line is.
+    match lines.next_piece_peeking().await.unwrap() {
+        Some(Piece::Line(Line::Complete(line))) => out.push(line),
+        other => panic!("expected the next line whole, got {other:?}"),
+    }
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), None);
+    writing.join().unwrap();
+    out.close();
+    out.finish().await;
+    drop(out);
+
+    let mut expected = b"before\n".to_vec();
+    expected.extend_from_slice(&long);
+    expected.extend_from_slice(b"\nafter\n");
+    let got = reading.join().unwrap();
+    assert_eq!(got.len(), expected.len());
+    assert!(
+        got == expected,
+        "the host got every line whole and in order"
+    );
+}
+
+#[tokio::test]
+async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
+    let long = long_line(3 * STREAM_AT);
+    let mut input = long.clone();
+    input.push(b'\n');
+    let (mut lines, writing) = server_pipe(input);
+    let (mut out, reading) = host_pipe();
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    out.push_part(lines.stream());
+    lines.peek_pieces();
+    // The relay answers the host while the server's line is still coming: held until it ends.
+    out.push(b"held".to_vec());
+    let mut ended = false;
+    while !ended {
+        while out.holds_pipe() {
+            out.drain().await;
+        }
+        let piece = lines.next_piece_peeking().await.unwrap();
+        ended = matches!(piece, Some(Piece::End(_)));
+        out.push_spliced(lines.peeked().expect("peeked"), ended);
+    }
+    writing.join().unwrap();
+    out.close();
+    out.finish().await;
+    drop(out);
+
+    let mut expected = long;
+    expected.extend_from_slice(b"\nheld\n");
+    assert!(reading.join().unwrap() == expected);
+}
+
+#[tokio::test]
+async fn a_peeked_piece_nobody_queues_is_dropped_from_the_pipe_before_the_next_read() {
+    let long = long_line(4 * STREAM_AT);
+    let mut input = long.clone();
+    input.extend_from_slice(b"\nnext\n");
+    let (mut lines, writing) = server_pipe(input);
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    let mut seen = lines.stream();
+    lines.peek_pieces();
+    loop {
+        // Each piece is only looked at, as a retiring server's pieces are: the next read must
+        // not see its bytes again.
+        match lines.next_piece_peeking().await.unwrap() {
+            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
+            Some(Piece::End(bytes)) => {
+                seen.extend_from_slice(&bytes);
+                break;
+            }
+            other => panic!("expected a piece, got {other:?}"),
+        }
+    }
+    assert!(seen == long, "every byte once, in order");
+    assert_eq!(
+        lines.next_piece_peeking().await.unwrap(),
+        Some(Piece::Line(Line::Complete(b"next".to_vec())))
+    );
+    writing.join().unwrap();
+}
+
+#[tokio::test]
+async fn pieces_go_as_copies_when_the_host_side_cannot_splice() {
+    let long = long_line(3 * STREAM_AT + 7);
+    let mut input = long.clone();
+    input.push(b'\n');
+    let (mut lines, writing) = server_pipe(input);
+    let (reader, writer) = tokio::io::duplex(1 << 20);
+    let mut out = Outbound::new(writer);
+    assert!(!out.splices(), "an in-memory stream takes no splice");
+
+    let seen = relay_streamed(&mut lines, &mut out, false).await;
+    assert_eq!(seen, long);
+    writing.join().unwrap();
+    out.close();
+    let reading = tokio::spawn(async move {
+        let mut reader = LineReader::new(reader);
+        reader.next_line().await.unwrap()
+    });
+    out.finish().await;
+    drop(out);
+    assert_eq!(reading.await.unwrap(), Some(Line::Complete(long)));
+}
+
+/// A side that says it takes `splice` and then refuses it, as a file system without it would.
+struct Refusing(tokio::io::DuplexStream);
+
+impl Descriptor for Refusing {
+    fn descriptor(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    fn splices(&self) -> bool {
+        true
+    }
+}
+
+impl AsyncWrite for Refusing {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_side_that_refuses_splice_gets_the_piece_read_out_of_the_pipe_and_no_more_pieces_so() {
+    let long = long_line(3 * STREAM_AT + 11);
+    let mut input = long.clone();
+    input.extend_from_slice(b"\nnext\n");
+    let (mut lines, writing) = server_pipe(input);
+    let (reader, writer) = tokio::io::duplex(1 << 20);
+    let mut out = Outbound::new(Refusing(writer));
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    out.push_part(lines.stream());
+    lines.peek_pieces();
+    let Some(Piece::Part(_)) = lines.next_piece_peeking().await.unwrap() else {
+        panic!("expected a piece");
+    };
+    out.push_spliced(lines.peeked().expect("peeked"), false);
+    // The refused piece was read out of the pipe into the queue, whole.
+    assert!(!out.holds_pipe());
+    assert!(!out.splices(), "no later piece is queued in a pipe");
+    loop {
+        match lines.next_piece_peeking().await.unwrap() {
+            Some(Piece::Part(bytes)) => {
+                lines.stop_peeking().unwrap();
+                out.push_part(bytes);
+            }
+            Some(Piece::End(bytes)) => {
+                lines.stop_peeking().unwrap();
+                out.end_line(bytes);
+                break;
+            }
+            other => panic!("expected a piece, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        lines.next_piece_peeking().await.unwrap(),
+        Some(Piece::Line(Line::Complete(b"next".to_vec())))
+    );
+    writing.join().unwrap();
+    out.close();
+    let reading = tokio::spawn(async move {
+        let mut reader = LineReader::new(reader);
+        reader.next_line().await.unwrap()
+    });
+    out.finish().await;
+    drop(out);
+    assert_eq!(reading.await.unwrap(), Some(Line::Complete(long)));
+}
