@@ -47,6 +47,8 @@ use rustix::process::{Signal, WaitId, WaitIdOptions, WaitIdStatus};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::stdio::STREAM_HIGH_WATER;
+
 /// A started child: its pid, its process, and the proxy's ends of its stdin and stdout.
 pub struct Started {
     pub pid: u32,
@@ -201,6 +203,14 @@ impl Command {
     pub fn spawn(&self) -> io::Result<Started> {
         let (stdin_child, stdin) = io::pipe()?;
         let (stdout, stdout_child) = io::pipe()?;
+        // The server's pipe is where a long line it writes waits for the host: the proxy moves
+        // the line's pieces on from it by `splice` (`super::splice`), and a piece still waiting
+        // there stops the proxy reading more. At the kernel's default of 64 KiB, a server on
+        // another core then stalled until the host had read each piece; room for as much as
+        // the proxy would otherwise queue lets it write ahead, as it could into the proxy's
+        // queue. The room is the kernel's, taken only as the server fills it; a user past
+        // their pipe quota keeps the default, which is only slower.
+        let _ = rustix::pipe::fcntl_setpipe_size(&stdout, STREAM_HIGH_WATER);
         // The child moves its ends onto 0 and 1: above 2, neither can be overwritten by the
         // other's move, even in a proxy started with a standard descriptor closed.
         let stdin_child = above_stdio(stdin_child.into())?;
@@ -548,6 +558,34 @@ mod tests {
             )
         );
         assert_eq!(code, 0);
+    }
+
+    #[test]
+    fn the_child_writes_ahead_into_its_stdout_up_to_a_streamed_lines_queue() {
+        // Nothing reads the pipe until the child has exited: its writes must all fit.
+        let script = format!("head -c {STREAM_HIGH_WATER} /dev/zero");
+        let started = run(&["sh", "-c", &script], &[], None).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            let options = rustix::process::WaitIdOptions::EXITED
+                | rustix::process::WaitIdOptions::NOHANG
+                | rustix::process::WaitIdOptions::NOWAIT;
+            let waited = rustix::process::waitid(
+                rustix::process::WaitId::PidFd(started.process.pidfd()),
+                options,
+            )
+            .unwrap();
+            if waited.is_some() {
+                break exit_code(&started);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child is still blocked writing {STREAM_HIGH_WATER} bytes to its stdout"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status, 0);
+        assert_eq!(output(started).len(), STREAM_HIGH_WATER);
     }
 
     #[test]
