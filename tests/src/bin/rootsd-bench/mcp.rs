@@ -34,6 +34,9 @@ pub enum Via {
     LimitRootsProxy,
 }
 
+/// How much the host asks of each read of its session's stdout.
+const HOST_READ: usize = 64 << 10;
+
 /// One session: the process the host talks to and its pipes. Killed when dropped.
 pub struct Mcp {
     child: Child,
@@ -79,7 +82,10 @@ impl Mcp {
             .with_context(|| format!("start the MCP session ({via:?})"))?;
         Ok(Self {
             to: child.stdin.take(),
-            from: BufReader::new(child.stdout.take().expect("piped stdout")),
+            // A host reads its server's stdout a pipe's worth at a time, 64 KiB, as Node's
+            // streams (libuv) do. `BufReader`'s default of 8 KiB would wake the relay writing a
+            // 1 MiB result 128 times, as no host the proxy serves does.
+            from: BufReader::with_capacity(HOST_READ, child.stdout.take().expect("piped stdout")),
             child,
             line: Vec::new(),
             next_id: 1,
