@@ -94,6 +94,7 @@ async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_thei
     let seen = relay_streamed(&mut lines, &mut out, true).await;
     // The relay saw every byte of the line, without its newline, as the host gets it.
     assert_eq!(seen, long);
+    assert!(out.splices(), "the pipe took every piece by splice");
     // What follows the line in the server's pipe is read as any line is.
     match lines.next_piece_peeking().await.unwrap() {
         Some(Piece::Line(Line::Complete(line))) => out.push(line),
@@ -114,6 +115,36 @@ async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_thei
         got == expected,
         "the host got every line whole and in order"
     );
+}
+
+#[tokio::test]
+async fn a_streamed_line_moves_by_splice_into_a_socket_as_into_a_pipe() {
+    let long = long_line(4 * STREAM_AT + 5);
+    let mut input = long.clone();
+    input.push(b'\n');
+    let (mut lines, writing) = server_pipe(input);
+    // Some hosts give their servers a socket for stdio.
+    let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let reading = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        theirs.read_to_end(&mut got).unwrap();
+        got
+    });
+    ours.set_nonblocking(true).unwrap();
+    let socket = tokio::net::UnixStream::from_std(ours).unwrap();
+    let mut out = Outbound::new(Stdio::Socket(socket));
+    assert!(out.splices(), "a socket takes bytes by splice");
+
+    let seen = relay_streamed(&mut lines, &mut out, true).await;
+    assert_eq!(seen, long);
+    assert!(out.splices(), "the socket took every piece by splice");
+    writing.join().unwrap();
+    out.close();
+    out.finish().await;
+    drop(out);
+    let mut expected = long;
+    expected.push(b'\n');
+    assert!(reading.join().unwrap() == expected);
 }
 
 #[tokio::test]
