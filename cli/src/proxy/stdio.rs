@@ -403,8 +403,8 @@ impl Queued {
         }
     }
 
-    /// Its length, written or not. A piece in a pipe counts what is left of it: its bytes
-    /// written so far count again, which [`Outbound::wrote`] allows for.
+    /// Its length, written or not; for a piece in a pipe, what is left of it there (such a
+    /// piece counts the bytes it moved off itself, and the queue's `written` stays 0 for it).
     fn len(&self) -> usize {
         match &self.pipe {
             Some(front) => front.unread(),

@@ -69,6 +69,11 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
             None => panic!("a piece after the first is peeked at"),
         }
         if ends {
+            // As the proxy's loop does, nothing more is read from the pipe until the line's
+            // last piece has left it.
+            while out.holds_pipe() {
+                out.drain().await;
+            }
             return seen;
         }
     }
