@@ -21,6 +21,27 @@ fn server_pipe(input: Vec<u8>) -> (LineReader<pipe::Receiver>, std::thread::Join
     (LineReader::new(receiver), writing)
 }
 
+/// [`server_pipe`] carrying `line`, its newline, then `after`.
+fn server_line(
+    line: &[u8],
+    after: &[u8],
+) -> (LineReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
+    let mut input = line.to_vec();
+    input.push(b'\n');
+    input.extend_from_slice(after);
+    server_pipe(input)
+}
+
+/// Ends a session as the proxy does once its server is done: the queue closed, and written out.
+async fn finish<W: AsyncWrite + Descriptor + Unpin>(
+    mut out: Outbound<W>,
+    writing: std::thread::JoinHandle<()>,
+) {
+    writing.join().unwrap();
+    out.close();
+    out.finish().await;
+}
+
 /// A pipe standing for the host's stdin, read to its end by a thread.
 fn host_pipe() -> (Outbound<Stdio>, std::thread::JoinHandle<Vec<u8>>) {
     let (mut reader, writer) = std::io::pipe().unwrap();
@@ -79,6 +100,11 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
     }
 }
 
+/// The first line an in-memory host reads.
+async fn first_line(stream: tokio::io::DuplexStream) -> Option<Line> {
+    LineReader::new(stream).next_line().await.unwrap()
+}
+
 fn long_line(size: usize) -> Vec<u8> {
     let mut line = b"{\"result\":\"".to_vec();
     line.extend((0..size).map(|i| b'a' + (i % 26) as u8));
@@ -89,9 +115,7 @@ fn long_line(size: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_their_order() {
     let long = long_line(5 * STREAM_AT + 123);
-    let mut input = long.clone();
-    input.extend_from_slice(b"\nafter\n");
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"after\n");
     let (mut out, reading) = host_pipe();
     assert!(out.splices(), "a pipe takes bytes by splice");
 
@@ -106,10 +130,7 @@ async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_thei
         other => panic!("expected the next line whole, got {other:?}"),
     }
     assert_eq!(lines.next_piece_peeking().await.unwrap(), None);
-    writing.join().unwrap();
-    out.close();
-    out.finish().await;
-    drop(out);
+    finish(out, writing).await;
 
     let mut expected = b"before\n".to_vec();
     expected.extend_from_slice(&long);
@@ -125,9 +146,7 @@ async fn a_streamed_line_moves_by_splice_whole_and_the_lines_around_it_keep_thei
 #[tokio::test]
 async fn a_streamed_line_moves_by_splice_into_a_socket_as_into_a_pipe() {
     let long = long_line(4 * STREAM_AT + 5);
-    let mut input = long.clone();
-    input.push(b'\n');
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"");
     // Some hosts give their servers a socket for stdio.
     let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
     let reading = std::thread::spawn(move || {
@@ -143,10 +162,7 @@ async fn a_streamed_line_moves_by_splice_into_a_socket_as_into_a_pipe() {
     let seen = relay_streamed(&mut lines, &mut out, true).await;
     assert_eq!(seen, long);
     assert!(out.splices(), "the socket took every piece by splice");
-    writing.join().unwrap();
-    out.close();
-    out.finish().await;
-    drop(out);
+    finish(out, writing).await;
     let mut expected = long;
     expected.push(b'\n');
     assert!(reading.join().unwrap() == expected);
@@ -155,9 +171,7 @@ async fn a_streamed_line_moves_by_splice_into_a_socket_as_into_a_pipe() {
 #[tokio::test]
 async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
     let long = long_line(3 * STREAM_AT);
-    let mut input = long.clone();
-    input.push(b'\n');
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"");
     let (mut out, reading) = host_pipe();
 
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
@@ -174,10 +188,7 @@ async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
         ended = matches!(piece, Some(Piece::End(_)));
         out.push_spliced(lines.peeked().expect("peeked"), ended);
     }
-    writing.join().unwrap();
-    out.close();
-    out.finish().await;
-    drop(out);
+    finish(out, writing).await;
 
     let mut expected = long;
     expected.extend_from_slice(b"\nheld\n");
@@ -187,9 +198,7 @@ async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
 #[tokio::test]
 async fn a_peeked_piece_nobody_queues_is_dropped_from_the_pipe_before_the_next_read() {
     let long = long_line(4 * STREAM_AT);
-    let mut input = long.clone();
-    input.extend_from_slice(b"\nnext\n");
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"next\n");
 
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
     let mut seen = lines.stream();
@@ -217,23 +226,15 @@ async fn a_peeked_piece_nobody_queues_is_dropped_from_the_pipe_before_the_next_r
 #[tokio::test]
 async fn pieces_go_as_copies_when_the_host_side_cannot_splice() {
     let long = long_line(3 * STREAM_AT + 7);
-    let mut input = long.clone();
-    input.push(b'\n');
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"");
     let (reader, writer) = tokio::io::duplex(1 << 20);
     let mut out = Outbound::new(writer);
     assert!(!out.splices(), "an in-memory stream takes no splice");
 
     let seen = relay_streamed(&mut lines, &mut out, false).await;
     assert_eq!(seen, long);
-    writing.join().unwrap();
-    out.close();
-    let reading = tokio::spawn(async move {
-        let mut reader = LineReader::new(reader);
-        reader.next_line().await.unwrap()
-    });
-    out.finish().await;
-    drop(out);
+    let reading = tokio::spawn(first_line(reader));
+    finish(out, writing).await;
     assert_eq!(reading.await.unwrap(), Some(Line::Complete(long)));
 }
 
@@ -271,9 +272,7 @@ impl AsyncWrite for Refusing {
 #[tokio::test]
 async fn a_side_that_refuses_splice_gets_the_piece_read_out_of_the_pipe_and_no_more_pieces_so() {
     let long = long_line(3 * STREAM_AT + 11);
-    let mut input = long.clone();
-    input.extend_from_slice(b"\nnext\n");
-    let (mut lines, writing) = server_pipe(input);
+    let (mut lines, writing) = server_line(&long, b"next\n");
     let (reader, writer) = tokio::io::duplex(1 << 20);
     let mut out = Outbound::new(Refusing(writer));
 
@@ -305,13 +304,7 @@ async fn a_side_that_refuses_splice_gets_the_piece_read_out_of_the_pipe_and_no_m
         lines.next_piece_peeking().await.unwrap(),
         Some(Piece::Line(Line::Complete(b"next".to_vec())))
     );
-    writing.join().unwrap();
-    out.close();
-    let reading = tokio::spawn(async move {
-        let mut reader = LineReader::new(reader);
-        reader.next_line().await.unwrap()
-    });
-    out.finish().await;
-    drop(out);
+    let reading = tokio::spawn(first_line(reader));
+    finish(out, writing).await;
     assert_eq!(reading.await.unwrap(), Some(Line::Complete(long)));
 }
