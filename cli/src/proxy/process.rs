@@ -208,8 +208,9 @@ impl Command {
         // there stops the proxy reading more. At the kernel's default of 64 KiB, a server on
         // another core then stalled until the host had read each piece; room for as much as
         // the proxy would otherwise queue lets it write ahead, as it could into the proxy's
-        // queue. The room is the kernel's, taken only as the server fills it; a user past
-        // their pipe quota keeps the default, which is only slower.
+        // queue. Its pages are allocated only as the server fills them, though the user's pipe
+        // quota (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default) counts all 256 KiB at
+        // once; a user past it keeps the smaller pipe the kernel made, which is only slower.
         let _ = rustix::pipe::fcntl_setpipe_size(&stdout, STREAM_HIGH_WATER);
         // The child moves its ends onto 0 and 1: above 2, neither can be overwritten by the
         // other's move, even in a proxy started with a standard descriptor closed.
