@@ -355,13 +355,15 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                     Ok(Some(Piece::End(bytes))) => {
                         if let Some(mut ended) = streamed.take() {
                             let to = &mut to_host;
-                            if forward_part(to, &mut running.lines, &mut ended, bytes, true)
-                                .is_err()
-                            {
-                                running.stdout_closed(now);
-                            }
+                            let forwarded =
+                                forward_part(to, &mut running.lines, &mut ended, bytes, true);
                             to_host.end_line(Vec::new());
-                            relay.stream_end(ended, now);
+                            match forwarded {
+                                Ok(()) => relay.stream_end(ended, now),
+                                // The host did not get the line's end: its request stays in
+                                // flight, to be answered as the server's end decides.
+                                Err(_) => running.stdout_closed(now),
+                            }
                         }
                     }
                     // A server that closed its stdout has ended the session, running or not.

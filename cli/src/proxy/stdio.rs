@@ -559,7 +559,16 @@ impl<R: AsyncRead + ReadDescriptor + Unpin> LineReader<R> {
             // before anything else is read.
             peek.settle()?;
             if self.mode == Mode::Streaming && self.buffer.is_empty() && !self.eof {
-                return self.peek_part().await.map(Some);
+                match self.peek_part().await {
+                    Ok(piece) => return Ok(Some(piece)),
+                    // A `tee`, or the read of its copy, that failed took nothing from the
+                    // stream (a system that forbids `tee`, say): what it left in the buffer is
+                    // dropped, and pieces are read as before from now on.
+                    Err(_) => {
+                        self.buffer.clear();
+                        self.peek = None;
+                    }
+                }
             }
         }
         self.next_piece().await
@@ -897,7 +906,11 @@ impl<W: AsyncWrite + Descriptor + Unpin> Outbound<W> {
                 }
                 Err(error) => return Some(Err(error)),
             };
-            return Some(Ok(self.wrote(n, offered).0));
+            let (taken, emptied) = self.wrote(n, offered);
+            if emptied && self.closing {
+                self.stream = None;
+            }
+            return Some(Ok(taken));
         }
         let (parts, count) = unwritten(front, self.written);
         // One slice is a plain write, which costs the kernel less than a vectored one.

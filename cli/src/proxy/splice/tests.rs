@@ -14,8 +14,9 @@ use crate::proxy::stdio::{Descriptor, Line, LineReader, Outbound, Piece, STREAM_
 /// a `LineReader` as the proxy reads its server.
 fn server_pipe(input: Vec<u8>) -> (LineReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
     let (reader, mut writer) = std::io::pipe().unwrap();
+    // A test that stops reading early closes the pipe: the rest is not written.
     let writing = std::thread::spawn(move || {
-        writer.write_all(&input).unwrap();
+        let _ = writer.write_all(&input);
     });
     let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).unwrap();
     (LineReader::new(receiver), writing)
@@ -55,8 +56,10 @@ fn host_pipe() -> (Outbound<Stdio>, std::thread::JoinHandle<Vec<u8>>) {
 }
 
 /// Relays a streamed line from `lines` to `out` as the proxy's loop does: the first piece
-/// copied, the rest peeked at and queued for `splice` when `splice` is true, or dropped from
-/// the pipe and pushed as copies when it is false. Returns the bytes the pieces were seen as.
+/// copied, the rest peeked at and queued for `splice` when `splice` is true, or read and pushed
+/// as copies when it is false (the loop peeks only for a side that splices, and has the line
+/// end with its newline, which a spliced end already holds). Returns the bytes the pieces were
+/// seen as.
 async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
     lines: &mut LineReader<pipe::Receiver>,
     out: &mut Outbound<W>,
@@ -66,7 +69,9 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
     let first = lines.stream();
     let mut seen = first.clone();
     out.push_part(first);
-    lines.peek_pieces();
+    if splice {
+        lines.peek_pieces();
+    }
     loop {
         while out.holds_pipe() {
             out.drain().await;
@@ -79,17 +84,11 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
         seen.extend_from_slice(&bytes);
         match lines.peeked() {
             Some(piece) if splice => out.push_spliced(piece, ends),
-            Some(piece) => {
-                drop(piece);
-                lines.drop_peeked().unwrap();
-                out.push_part(bytes);
-                if ends {
-                    out.end_line(Vec::new());
-                }
-            }
-            None => panic!("a piece after the first is peeked at"),
+            None if !splice => out.push_part(bytes),
+            other => panic!("peeked {other:?} with splice {splice}"),
         }
         if ends {
+            out.end_line(Vec::new());
             // As the proxy's loop does, nothing more is read from the pipe until the line's
             // last piece has left it.
             while out.holds_pipe() {
@@ -188,6 +187,9 @@ async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
         ended = matches!(piece, Some(Piece::End(_)));
         out.push_spliced(lines.peeked().expect("peeked"), ended);
     }
+    // The loop ends the host's line after its last piece: a spliced end already holds the
+    // newline, so no second one follows.
+    out.end_line(Vec::new());
     finish(out, writing).await;
 
     let mut expected = long;
@@ -307,4 +309,114 @@ async fn a_side_that_refuses_splice_gets_the_piece_read_out_of_the_pipe_and_no_m
     let reading = tokio::spawn(first_line(reader));
     finish(out, writing).await;
     assert_eq!(reading.await.unwrap(), Some(Line::Complete(long)));
+}
+
+#[tokio::test]
+async fn the_pipe_is_not_read_while_a_queue_still_holds_its_piece() {
+    let long = long_line(4 * STREAM_AT);
+    let (mut lines, writing) = server_line(&long, b"next\n");
+    // A host that reads nothing: its pipe fills with the line's first piece.
+    let (host_end, writer) = std::io::pipe().unwrap();
+    let sender = pipe::Sender::from_owned_fd(OwnedFd::from(writer)).unwrap();
+    let mut out = Outbound::new(Stdio::PipeOut(sender));
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    out.push_part(lines.stream());
+    lines.peek_pieces();
+    let Some(Piece::Part(_)) = lines.next_piece_peeking().await.unwrap() else {
+        panic!("expected a piece");
+    };
+    out.push_spliced(lines.peeked().expect("peeked"), false);
+    assert!(out.holds_pipe(), "the host has no room for the piece");
+    let refused = lines.next_piece_peeking().await.unwrap_err();
+    assert!(
+        refused.to_string().contains("still owed to the host"),
+        "{refused}"
+    );
+    drop((lines, out, host_end));
+    writing.join().unwrap();
+}
+
+#[tokio::test]
+async fn a_piece_queued_for_a_host_that_left_is_dropped_and_reading_goes_on() {
+    let long = long_line(4 * STREAM_AT);
+    let (mut lines, writing) = server_line(&long, b"next\n");
+    // A host that reads nothing, then leaves: its pipe fills with the line's first piece.
+    let (host_end, writer) = std::io::pipe().unwrap();
+    let sender = pipe::Sender::from_owned_fd(OwnedFd::from(writer)).unwrap();
+    let mut out = Outbound::new(Stdio::PipeOut(sender));
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    let mut seen = lines.stream();
+    out.push_part(seen.clone());
+    lines.peek_pieces();
+    let Some(Piece::Part(bytes)) = lines.next_piece_peeking().await.unwrap() else {
+        panic!("expected a piece");
+    };
+    seen.extend_from_slice(&bytes);
+    out.push_spliced(lines.peeked().expect("peeked"), false);
+    assert!(out.holds_pipe());
+    drop(host_end);
+    out.drain().await;
+    assert!(!out.holds_pipe(), "a broken side holds nothing");
+    assert!(!out.splices());
+    // The loop reads on: the piece the queue let go of leaves the pipe first, and the rest
+    // come as copies.
+    loop {
+        let piece = lines.next_piece_peeking().await.unwrap();
+        if let Some(peeked) = lines.peeked() {
+            drop(peeked);
+            lines.stop_peeking().unwrap();
+        }
+        match piece {
+            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
+            Some(Piece::End(bytes)) => {
+                seen.extend_from_slice(&bytes);
+                break;
+            }
+            other => panic!("expected a piece, got {other:?}"),
+        }
+    }
+    assert!(seen == long, "every byte once, in order");
+    assert_eq!(
+        lines.next_piece_peeking().await.unwrap(),
+        Some(Piece::Line(Line::Complete(b"next".to_vec())))
+    );
+    writing.join().unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_that_cannot_be_teed_is_read_as_before() {
+    let long = long_line(3 * STREAM_AT + 3);
+    let (mut ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut input = long.clone();
+    input.extend_from_slice(b"\nnext\n");
+    let writing = std::thread::spawn(move || {
+        let _ = theirs.write_all(&input);
+    });
+    ours.set_nonblocking(true).unwrap();
+    let socket = tokio::net::UnixStream::from_std(ours).unwrap();
+    // A socket has a descriptor to peek with, but `tee` takes only pipes.
+    let mut lines = LineReader::new(Stdio::Socket(socket));
+
+    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
+    let mut seen = lines.stream();
+    lines.peek_pieces();
+    loop {
+        match lines.next_piece_peeking().await.unwrap() {
+            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
+            Some(Piece::End(bytes)) => {
+                seen.extend_from_slice(&bytes);
+                break;
+            }
+            other => panic!("expected a piece, got {other:?}"),
+        }
+        assert!(lines.peeked().is_none(), "a piece read, not peeked at");
+    }
+    assert!(seen == long, "every byte once, in order");
+    assert_eq!(
+        lines.next_piece_peeking().await.unwrap(),
+        Some(Piece::Line(Line::Complete(b"next".to_vec())))
+    );
+    writing.join().unwrap();
 }
