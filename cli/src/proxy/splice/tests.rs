@@ -388,7 +388,7 @@ async fn a_piece_queued_for_a_host_that_left_is_dropped_and_reading_goes_on() {
 #[tokio::test]
 async fn a_stream_that_cannot_be_teed_is_read_as_before() {
     let long = long_line(3 * STREAM_AT + 3);
-    let (mut ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut input = long.clone();
     input.extend_from_slice(b"\nnext\n");
     let writing = std::thread::spawn(move || {
