@@ -5,10 +5,12 @@ use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
-use crate::proxy::stdio::{Descriptor, Line, LineReader, Outbound, Piece, STREAM_AT, Stdio};
+use crate::proxy::stdio::{
+    Descriptor, Line, LineReader, Outbound, Piece, ReadDescriptor, STREAM_AT, Stdio,
+};
 
 /// A pipe the test writes `input` into from a thread (it holds more than a pipe does), read by
 /// a `LineReader` as the proxy reads its server.
@@ -97,6 +99,40 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
             return seen;
         }
     }
+}
+
+/// Reads the rest of a streamed line, queueing none of its pieces (one peeked at leaves the pipe
+/// before the next read): its bytes, and how many of its pieces were peeked at.
+async fn rest_of_line<R: AsyncRead + ReadDescriptor + Unpin>(
+    lines: &mut LineReader<R>,
+) -> (Vec<u8>, usize) {
+    let (mut rest, mut peeked) = (Vec::new(), 0);
+    loop {
+        let piece = lines.next_piece_peeking().await.unwrap();
+        peeked += usize::from(lines.peeked().is_some());
+        match piece {
+            Some(Piece::Part(bytes)) => rest.extend_from_slice(&bytes),
+            Some(Piece::End(bytes)) => {
+                rest.extend_from_slice(&bytes);
+                return (rest, peeked);
+            }
+            other => panic!("expected a piece, got {other:?}"),
+        }
+    }
+}
+
+/// The streamed line was seen whole, every byte once and in order, and the line after it
+/// (`next`) comes whole.
+async fn whole_then_next<R: AsyncRead + ReadDescriptor + Unpin>(
+    lines: &mut LineReader<R>,
+    seen: &[u8],
+    long: &[u8],
+) {
+    assert!(seen == long, "every byte once, in order");
+    assert_eq!(
+        lines.next_piece_peeking().await.unwrap(),
+        Some(Piece::Line(Line::Complete(b"next".to_vec())))
+    );
 }
 
 /// The first line an in-memory host reads.
@@ -205,23 +241,12 @@ async fn a_peeked_piece_nobody_queues_is_dropped_from_the_pipe_before_the_next_r
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
     let mut seen = lines.stream();
     lines.peek_pieces();
-    loop {
-        // Each piece is only looked at, as a retiring server's pieces are: the next read must
-        // not see its bytes again.
-        match lines.next_piece_peeking().await.unwrap() {
-            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
-            Some(Piece::End(bytes)) => {
-                seen.extend_from_slice(&bytes);
-                break;
-            }
-            other => panic!("expected a piece, got {other:?}"),
-        }
-    }
-    assert!(seen == long, "every byte once, in order");
-    assert_eq!(
-        lines.next_piece_peeking().await.unwrap(),
-        Some(Piece::Line(Line::Complete(b"next".to_vec())))
-    );
+    // Each piece is only looked at, as a retiring server's pieces are: the next read must not
+    // see its bytes again.
+    let (rest, peeked) = rest_of_line(&mut lines).await;
+    assert!(peeked > 0);
+    seen.extend_from_slice(&rest);
+    whole_then_next(&mut lines, &seen, &long).await;
     writing.join().unwrap();
 }
 
@@ -360,28 +385,9 @@ async fn a_piece_queued_for_a_host_that_left_is_dropped_and_reading_goes_on() {
     out.drain().await;
     assert!(!out.holds_pipe(), "a broken side holds nothing");
     assert!(!out.splices());
-    // The loop reads on: the piece the queue let go of leaves the pipe first, and the rest
-    // come as copies.
-    loop {
-        let piece = lines.next_piece_peeking().await.unwrap();
-        if let Some(peeked) = lines.peeked() {
-            drop(peeked);
-            lines.stop_peeking().unwrap();
-        }
-        match piece {
-            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
-            Some(Piece::End(bytes)) => {
-                seen.extend_from_slice(&bytes);
-                break;
-            }
-            other => panic!("expected a piece, got {other:?}"),
-        }
-    }
-    assert!(seen == long, "every byte once, in order");
-    assert_eq!(
-        lines.next_piece_peeking().await.unwrap(),
-        Some(Piece::Line(Line::Complete(b"next".to_vec())))
-    );
+    // Reading goes on: the piece the queue let go of leaves the pipe before the next read.
+    seen.extend_from_slice(&rest_of_line(&mut lines).await.0);
+    whole_then_next(&mut lines, &seen, &long).await;
     writing.join().unwrap();
 }
 
@@ -402,21 +408,9 @@ async fn a_stream_that_cannot_be_teed_is_read_as_before() {
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
     let mut seen = lines.stream();
     lines.peek_pieces();
-    loop {
-        match lines.next_piece_peeking().await.unwrap() {
-            Some(Piece::Part(bytes)) => seen.extend_from_slice(&bytes),
-            Some(Piece::End(bytes)) => {
-                seen.extend_from_slice(&bytes);
-                break;
-            }
-            other => panic!("expected a piece, got {other:?}"),
-        }
-        assert!(lines.peeked().is_none(), "a piece read, not peeked at");
-    }
-    assert!(seen == long, "every byte once, in order");
-    assert_eq!(
-        lines.next_piece_peeking().await.unwrap(),
-        Some(Piece::Line(Line::Complete(b"next".to_vec())))
-    );
+    let (rest, peeked) = rest_of_line(&mut lines).await;
+    assert_eq!(peeked, 0, "every piece read, none peeked at");
+    seen.extend_from_slice(&rest);
+    whole_then_next(&mut lines, &seen, &long).await;
     writing.join().unwrap();
 }
