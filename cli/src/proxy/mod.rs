@@ -336,10 +336,14 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                                 running.lines.peek_pieces();
                             }
                             let to = &mut to_host;
-                            match forward_part(to, &mut running.lines, &mut started, first, false) {
-                                Ok(()) => streamed = Some(started),
-                                Err(_) => running.stdout_closed(now),
+                            if forward_part(to, &mut running.lines, &mut started, first, false)
+                                .is_err()
+                            {
+                                running.stdout_closed(now);
                             }
+                            // Kept either way: a line whose server is no longer read is ended
+                            // below, as any streamed line cut short is.
+                            streamed = Some(started);
                         }
                     }
                     Ok(Some(Piece::Part(bytes))) => {
