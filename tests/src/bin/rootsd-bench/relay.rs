@@ -34,7 +34,7 @@ pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Vec<
         Plan {
             turns: 5,
             per_turn: 500,
-            large_turns: 2,
+            large_turns: 6,
             large_count: 100,
         }
     };

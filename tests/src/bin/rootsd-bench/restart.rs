@@ -21,7 +21,7 @@ use crate::report::{Row, Target};
 const RESTART_RATIO: f64 = 1.2;
 
 pub fn measure(sandbox: &Sandbox, mode: Mode, roots: Arc<String>) -> Result<Row> {
-    let samples = if mode.quick { 5 } else { 21 };
+    let samples = if mode.quick { 5 } else { 61 };
     eprintln!(
         "  {samples} restarts, and {samples} of the server alone, stopped and started by the host"
     );
