@@ -67,13 +67,35 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
     out: &mut Outbound<W>,
     splice: bool,
 ) -> Vec<u8> {
+    let seen = start_streamed(lines, out, splice).await;
+    relay_rest(lines, out, splice, seen).await
+}
+
+/// The start of [`relay_streamed`]: the line's first piece, copied to `out`, and the reader set
+/// to peek at the rest when `splice` is true. Returns the bytes seen so far.
+async fn start_streamed<W: AsyncWrite + Descriptor + Unpin>(
+    lines: &mut LineReader<pipe::Receiver>,
+    out: &mut Outbound<W>,
+    splice: bool,
+) -> Vec<u8> {
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
     let first = lines.stream();
-    let mut seen = first.clone();
+    let seen = first.clone();
     out.push_part(first);
     if splice {
         lines.peek_pieces();
     }
+    seen
+}
+
+/// The rest of [`relay_streamed`], after [`start_streamed`] saw `seen`: every later piece to
+/// the line's end, which it ends as the loop does.
+async fn relay_rest<W: AsyncWrite + Descriptor + Unpin>(
+    lines: &mut LineReader<pipe::Receiver>,
+    out: &mut Outbound<W>,
+    splice: bool,
+    mut seen: Vec<u8>,
+) -> Vec<u8> {
     loop {
         while out.holds_pipe() {
             out.drain().await;
@@ -209,23 +231,13 @@ async fn a_line_pushed_while_a_spliced_line_is_open_follows_it() {
     let (mut lines, writing) = server_line(&long, b"");
     let (mut out, reading) = host_pipe();
 
-    assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
-    out.push_part(lines.stream());
-    lines.peek_pieces();
+    let seen = start_streamed(&mut lines, &mut out, true).await;
     // The relay answers the host while the server's line is still coming: held until it ends.
     out.push(b"held".to_vec());
-    let mut ended = false;
-    while !ended {
-        while out.holds_pipe() {
-            out.drain().await;
-        }
-        let piece = lines.next_piece_peeking().await.unwrap();
-        ended = matches!(piece, Some(Piece::End(_)));
-        out.push_spliced(lines.peeked().expect("peeked"), ended);
-    }
     // The loop ends the host's line after its last piece: a spliced end already holds the
     // newline, so no second one follows.
-    out.end_line(Vec::new());
+    let seen = relay_rest(&mut lines, &mut out, true, seen).await;
+    assert_eq!(seen, long);
     finish(out, writing).await;
 
     let mut expected = long;
