@@ -111,7 +111,7 @@ pub enum Command {
     /// kernel described the connection that asked for the change. rootsd keeps the last 1,000
     /// changes, across restarts.
     Log(LogArgs),
-    /// Run a stdio MCP server behind rootsd: `rootsctl proxy [OPTIONS] -- COMMAND ARGS...`
+    /// Run a stdio MCP server behind rootsd: `rootsctl proxy [OPTIONS] [--] COMMAND ARGS...`
     ///
     /// Put this in front of the server command in any host's configuration. The server is told
     /// the workspace's roots and hears about every change; everything else passes untouched.
@@ -213,9 +213,30 @@ pub struct ProxyArgs {
     /// {roots:FLAG} is FLAG and a root's path per root, an argument containing {roots} (such as
     /// --allow={roots}) is repeated per root, {root} is the first root's path, and {{ }} are
     /// literal braces; the paths are the roots the server is shown (after --map). A change that
-    /// alters the command line restarts the server without the host noticing
-    #[arg(required = true, last = true, value_name = "COMMAND")]
+    /// alters the command line restarts the server without the host noticing. The `--` may be
+    /// left out (hosts such as Gemini CLI drop it): the first argument that is not an option
+    /// starts the command, and everything after it is the server's
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        num_args = 1..,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// Whether `rootsctl ARGS` is a `rootsctl proxy` the proxy itself would accept: what a host's
+/// entry must run to be behind rootsd. Read without the environment, which is the host's and
+/// not this shell's.
+pub fn runs_proxy(args: &[String]) -> bool {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let command = Cli::command().mut_args(|arg| arg.env(None::<&'static str>));
+    let words = std::iter::once("rootsctl").chain(args.iter().map(String::as_str));
+    command
+        .try_get_matches_from(words)
+        .ok()
+        .and_then(|matches| Cli::from_arg_matches(&matches).ok())
+        .is_some_and(|cli| matches!(cli.command, Command::Proxy(_)))
 }
 
 /// `rootsctl proxy --host-roots MODE`.
@@ -421,6 +442,43 @@ fn is_blank(input: &OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `gemini mcp add NAME rootsctl proxy -- SERVER` stores the entry without its `--`.
+    #[test]
+    fn the_proxy_takes_its_server_with_or_without_dashes_and_refuses_unknown_options() {
+        use clap::Parser as _;
+        let command = |words: &[&str]| -> Result<Vec<String>, String> {
+            let cli = Cli::try_parse_from(words).map_err(|e| e.to_string())?;
+            let Command::Proxy(proxy) = cli.command else {
+                return Err("not proxy".to_owned());
+            };
+            Ok(proxy
+                .command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect())
+        };
+        for (words, expect) in [
+            (&["r", "proxy", "--", "node", "-y"][..], &["node", "-y"][..]),
+            (
+                &["r", "proxy", "node", "x.js", "--name", "n"],
+                &["node", "x.js", "--name", "n"],
+            ),
+            (
+                &["r", "proxy", "-n", "n", "--host-roots", "merge", "node"],
+                &["node"],
+            ),
+            (&["r", "proxy", "node", "--", "x"], &["node", "--", "x"]),
+        ] {
+            let expect: Vec<String> = expect.iter().map(|w| w.to_string()).collect();
+            assert_eq!(command(words), Ok(expect), "{words:?}");
+        }
+        for words in [&["r", "proxy"][..], &["r", "proxy", "--bogus", "node"]] {
+            assert!(command(words).is_err(), "{words:?}");
+        }
+        assert!(runs_proxy(&["proxy".into(), "node".into()]));
+        assert!(!runs_proxy(&["proxy".into(), "--help".into()]));
+    }
     use clap::CommandFactory;
 
     #[test]

@@ -9,8 +9,9 @@ const CONTEXT: usize = 3;
 /// A splice: the span it replaces and its text.
 type Edit = (Range<usize>, String);
 
-/// The diff of `old` with `edits` (sorted, not overlapping) applied, labelled `name`.
-pub fn unified(name: &str, old: &str, edits: &[Edit]) -> String {
+/// The diff of `old` with `edits` (sorted, not overlapping) applied, labelled `name`, the new
+/// side `name (label)`: `wrapped` or `unwrapped`.
+pub fn unified(name: &str, label: &str, old: &str, edits: &[Edit]) -> String {
     if edits.is_empty() {
         return String::new();
     }
@@ -48,7 +49,7 @@ pub fn unified(name: &str, old: &str, edits: &[Edit]) -> String {
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    let mut out = format!("--- {name}\n+++ {name} (wrapped)\n");
+    let mut out = format!("--- {name}\n+++ {name} ({label})\n");
     let mut delta: isize = 0;
     for hunk in hunks {
         let first = hunk[0].0;
@@ -106,23 +107,23 @@ mod tests {
             (at("b")..at("b") + 1, "B\nB2".to_owned()),
             (at("l")..at("l") + 1, "L".to_owned()),
         ];
-        let diff = unified("f.json", old, &edits);
+        let diff = unified("f.json", "wrapped", old, &edits);
         assert_eq!(
             diff,
             "--- f.json\n+++ f.json (wrapped)\n@@ -1,5 +1,6 @@\n a\n-b\n+B\n+B2\n c\n d\n e\n@@ -9,5 +10,5 @@\n i\n j\n k\n-l\n+L\n m\n"
         );
         assert_eq!(
-            unified("f", "x", &[(0..1, "y".to_owned())]),
-            "--- f\n+++ f (wrapped)\n@@ -1,1 +1,1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"
+            unified("f", "unwrapped", "x", &[(0..1, "y".to_owned())]),
+            "--- f\n+++ f (unwrapped)\n@@ -1,1 +1,1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"
         );
-        assert_eq!(unified("f", old, &[]), "");
+        assert_eq!(unified("f", "wrapped", old, &[]), "");
         // Two edits three lines apart share a hunk; the lines between them stay context.
         let edits = vec![
             (at("b")..at("b") + 1, "B".to_owned()),
             (at("f")..at("f") + 1, "F".to_owned()),
         ];
         assert_eq!(
-            unified("f", old, &edits),
+            unified("f", "wrapped", old, &edits),
             "--- f\n+++ f (wrapped)\n@@ -1,9 +1,9 @@\n a\n-b\n+B\n c\n d\n e\n-f\n+F\n g\n h\n i\n"
         );
     }

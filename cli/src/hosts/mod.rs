@@ -168,7 +168,7 @@ fn list(
 ) -> anyhow::Result<()> {
     let mut listed = Vec::new();
     for f in found(context, &chosen(&[])?, project) {
-        let parsed = f.text.and_then(|t| f.host.format.editor().parse(&t));
+        let parsed = f.text.and_then(|t| plan::parse(&t, f.host.format.editor()));
         let (servers, error) = match parsed {
             Ok(root) => (plan::servers(&root, &f.host.shape), None),
             Err(e) => (Vec::new(), Some(format!("does not parse: {e}"))),
@@ -228,10 +228,10 @@ fn list(
     Ok(crate::output::table(out, &rows)?)
 }
 
-/// What a wrapped entry runs: this rootsctl, canonical, so that a host with a short PATH finds it.
+/// What a wrapped entry runs: this rootsctl, by an absolute path so that a host with a short PATH
+/// finds it.
 fn wrapping(args: &WrapArgs, socket: Option<PathBuf>) -> anyhow::Result<plan::Wrapping> {
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
+    let exe = installed()
         .context("cannot find this rootsctl's own path to write into the hosts' files")?;
     let rootsctl = exe
         .to_str()
@@ -255,6 +255,33 @@ fn wrapping(args: &WrapArgs, socket: Option<PathBuf>) -> anyhow::Result<plan::Wr
         options,
         merge_host_roots: false,
     })
+}
+
+/// This rootsctl's path as the user installed it: the one they ran (from PATH, or as typed), made
+/// absolute but not resolved through symbolic links. A versioned install (Homebrew's Cellar,
+/// nix's store) links a stable path to a versioned one that an upgrade removes, so the stable
+/// path is the one to write. Falls back to the resolved path when the one run cannot be found.
+fn installed() -> std::io::Result<PathBuf> {
+    let exe = std::fs::canonicalize(std::env::current_exe()?)?;
+    let Some(argv0) = std::env::args_os().next().map(PathBuf::from) else {
+        return Ok(exe);
+    };
+    let candidates: Vec<PathBuf> = if argv0.components().count() > 1 {
+        vec![std::path::absolute(&argv0)?]
+    } else {
+        std::env::var_os("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(&argv0))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Ok(candidates
+        .into_iter()
+        .filter(|c| c.is_absolute())
+        .find(|c| std::fs::canonicalize(c).is_ok_and(|c| c == exe))
+        .unwrap_or(exe))
 }
 
 fn wrap_hosts(
@@ -312,7 +339,7 @@ fn wrap_hosts(
             continue;
         }
         if args.dry_run {
-            out.write_all(diff::unified(&shown, &text, &planned.edits).as_bytes())?;
+            out.write_all(diff::unified(&shown, "wrapped", &text, &planned.edits).as_bytes())?;
             if let Some(pids) = context.claude_busy(f.host, &f.file) {
                 writeln!(
                     out,
@@ -421,16 +448,14 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
         let text = match write::read(&f.file) {
             Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_owned()),
             Ok(None) => {
-                writeln!(
-                    out,
-                    "{}: {shown}: the file is gone; forgetting its {} wrapped server(s)",
-                    host.id,
-                    f.entries.len()
-                )?;
-                if !args.dry_run {
-                    record.retain(&f.file, |_| false);
-                    record.save(&state)?;
-                }
+                // A host saving the file by removing it first is in the middle of a save; the
+                // record is all that is left to restore from, so it is kept.
+                eprintln!(
+                    "rootsctl: {shown}: the file is not there, so its {} wrapped server(s) stay recorded: if its host is saving it, retry; if it is gone for good, so are they (backups in {})",
+                    f.entries.len(),
+                    escape(&state.join("backups").to_string_lossy())
+                );
+                refused += 1;
                 continue;
             }
             Err(e) => Err(format!("cannot read it: {e}")),
@@ -462,6 +487,14 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
                     );
                     refused += 1;
                 }
+                Outcome::Missing => {
+                    eprintln!(
+                        "rootsctl: {shown}: {} is not in the file, so it stays recorded: if its host is saving the file, retry; if you removed it, put it back or leave it (backups in {})",
+                        name(entry),
+                        escape(&state.join("backups").to_string_lossy())
+                    );
+                    refused += 1;
+                }
                 Outcome::Gone => writeln!(
                     out,
                     "{}: {shown}: {} is no longer wrapped there; forgotten",
@@ -474,11 +507,11 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
             .entries
             .iter()
             .zip(&outcomes)
-            .filter(|(_, o)| **o == Outcome::EditedSince)
+            .filter(|(_, o)| matches!(o, Outcome::EditedSince | Outcome::Missing))
             .map(|(e, _)| e.clone())
             .collect();
         if args.dry_run {
-            out.write_all(diff::unified(&shown, &text, &planned.edits).as_bytes())?;
+            out.write_all(diff::unified(&shown, "unwrapped", &text, &planned.edits).as_bytes())?;
             continue;
         }
         if !restored.is_empty() {

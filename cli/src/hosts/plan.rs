@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::format::Editor;
 use super::table::Shape;
-use super::tree::{Kind, Map, Node, quote};
+use super::tree::{Kind, Map, Member, Node, quote};
 
 /// One server entry of a file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -43,11 +43,37 @@ pub struct Wrapping {
 }
 
 /// What rootsctl remembers of one wrapped entry: the region of the file from its command to its
-/// arguments, as it was and as rootsctl wrote it.
+/// arguments, as it was and as rootsctl wrote it, and the values it holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Remembered {
     pub path: Vec<String>,
     pub original: String,
+    pub wrapped: String,
+    /// Absent from records written before rootsctl matched entries by their values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Values>,
+}
+
+/// The command line of a wrapped entry as values, before and after, and the text of its two
+/// values: what [`unwrap`] recognises the entry by once its host has saved the file again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Values {
+    /// The program and its arguments before wrapping.
+    pub original: Vec<String>,
+    /// The program and its arguments rootsctl wrote.
+    pub wrapped: Vec<String>,
+    /// The text of the command's value.
+    pub command: Piece,
+    /// The text of the arguments' value; `None` when the host keeps program and arguments in one
+    /// list (opencode).
+    pub args: Option<Piece>,
+}
+
+/// The text of one value, as it was (`None`: the entry had no such key, rootsctl added it) and as
+/// rootsctl wrote it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    pub original: Option<String>,
     pub wrapped: String,
 }
 
@@ -197,13 +223,15 @@ fn command_line(map: &Map, shape: &Shape) -> Result<Vec<String>, &'static str> {
     Ok(std::iter::once(program.to_owned()).chain(args).collect())
 }
 
-/// Already behind rootsd: a rootsctl (by file name, wherever it is) running `proxy`.
+/// Already behind rootsd: a program, whatever its name or place (a versioned install renames and
+/// moves it), whose arguments are ones `rootsctl` reads as `proxy` with a server to run:
+/// `[global options] proxy [options] [--] SERVER ARGS…`. They are read by rootsctl's own parser,
+/// so an entry the proxy would refuse is never called behind rootsd.
 pub fn is_wrapped(command: &[String]) -> bool {
-    let rootsctl = command
-        .first()
-        .and_then(|p| std::path::Path::new(p).file_name())
-        .is_some_and(|f| f == "rootsctl");
-    rootsctl && command.get(1).is_some_and(|a| a == "proxy")
+    let Some((_, args)) = command.split_first() else {
+        return false;
+    };
+    args.iter().any(|a| a == "proxy") && crate::args::runs_proxy(args)
 }
 
 /// The region of an entry from its command to its arguments, with the splices that wrap it.
@@ -222,6 +250,35 @@ pub fn region_of(root: &Node, shape: &Shape, path: &[String]) -> Option<Range<us
     region(locate(root, path)?.map()?, shape)
 }
 
+/// `text` read by `editor`, refused when a table has a key twice: hosts read such a file each
+/// their own way (the first or the last wins), so no entry of it can be told for sure.
+pub fn parse(text: &str, editor: &dyn Editor) -> Result<Node, String> {
+    let root = editor.parse(text)?;
+    let mut stack = vec![&root];
+    while let Some(node) = stack.pop() {
+        match &node.kind {
+            Kind::Map(map) => {
+                let mut seen = std::collections::HashSet::new();
+                for member in &map.members {
+                    if !seen.insert(member.key.as_str()) {
+                        let line = 1 + text
+                            .get(..member.key_span.start)
+                            .map_or(0, |t| t.matches('\n').count());
+                        return Err(format!(
+                            "line {line}: the key {:?} is there twice in the same table; keep one of them",
+                            member.key
+                        ));
+                    }
+                    stack.push(&member.value);
+                }
+            }
+            Kind::Seq(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    Ok(root)
+}
+
 /// Wraps every stdio entry of `text` not yet behind rootsd.
 pub fn wrap(
     text: &str,
@@ -229,7 +286,7 @@ pub fn wrap(
     shape: &Shape,
     wrapping: &Wrapping,
 ) -> Result<Plan, String> {
-    let root = editor.parse(text)?;
+    let root = parse(text, editor)?;
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut remembered = Vec::new();
     for (path, entry) in entries(&root, shape) {
@@ -247,7 +304,7 @@ pub fn wrap(
             new.extend(["--host-roots".to_owned(), "merge".to_owned()]);
         }
         new.push("--".to_owned());
-        new.extend(command);
+        new.extend(command.iter().cloned());
         let quoted = |items: &[String]| items.iter().map(|s| quote(s)).collect::<Vec<_>>();
         let command_member = map.get(shape.command).expect("a stdio entry has a command");
         let mut entry_edits = Vec::new();
@@ -278,10 +335,12 @@ pub fn wrap(
         entry_edits.sort_by_key(|(span, _)| span.start);
         let region = region(map, shape).expect("a stdio entry has a command");
         let wrapped = splice(&text[region.clone()], region.start, &entry_edits);
+        let values = values(text, map, shape, command, &entry_edits, wrapping);
         remembered.push(Remembered {
             path,
             original: text[region].to_owned(),
             wrapped,
+            values: Some(values),
         });
         edits.extend(entry_edits);
     }
@@ -293,39 +352,121 @@ pub fn wrap(
     })
 }
 
+/// The values of an entry rootsctl is wrapping, from its command line and its splices.
+fn values(
+    text: &str,
+    map: &Map,
+    shape: &Shape,
+    original: Vec<String>,
+    edits: &[(Range<usize>, String)],
+    wrapping: &Wrapping,
+) -> Values {
+    let command = map.get(shape.command).map(|m| &m.value);
+    let wrapped_text = |span: &Range<usize>| {
+        edits
+            .iter()
+            .find(|(s, _)| s == span)
+            .map_or_else(String::new, |(_, new)| new.clone())
+    };
+    let command_span = command.map_or(0..0, |c| c.span.clone());
+    let piece = Piece {
+        original: Some(text[command_span.clone()].to_owned()),
+        wrapped: wrapped_text(&command_span),
+    };
+    let args = shape.args.map(|key| match map.get(key) {
+        Some(args) => Piece {
+            original: Some(text[args.value.span.clone()].to_owned()),
+            wrapped: wrapped_text(&args.value.span),
+        },
+        None => Piece {
+            original: None,
+            wrapped: String::new(),
+        },
+    });
+    let mut wrapped = vec![wrapping.rootsctl.clone(), "proxy".to_owned()];
+    wrapped.extend(wrapping.options.iter().cloned());
+    if wrapping.merge_host_roots {
+        wrapped.extend(["--host-roots".to_owned(), "merge".to_owned()]);
+    }
+    wrapped.push("--".to_owned());
+    wrapped.extend(original.iter().cloned());
+    Values {
+        original,
+        wrapped,
+        command: piece,
+        args,
+    }
+}
+
 /// What unwrapping one remembered entry came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Restored,
-    /// Its region is no longer what rootsctl wrote: left as it is, and still remembered.
+    /// It still runs behind rootsd but no longer as rootsctl wrote it: left as it is, and still
+    /// remembered.
     EditedSince,
-    /// The entry is gone, or no longer behind rootsd: nothing to restore, and forgotten.
+    /// The file has no entry there (a host may be half-way through saving it): left as it is,
+    /// and still remembered.
+    Missing,
+    /// The entry is no longer behind rootsd (put back by hand): nothing to restore, and
+    /// forgotten.
     Gone,
 }
 
-/// Restores every remembered entry of `text` whose region is still what rootsctl wrote.
+/// Restores every remembered entry of `text` that still holds what rootsctl wrote.
+///
+/// An entry is matched to its record in two ways. When the text from its command to its
+/// arguments is byte for byte what rootsctl wrote (and no other entry's text is inside it), that
+/// text is put back as it was. Otherwise, when its command line, as values, is exactly the one
+/// rootsctl wrote (program and arguments; rootsctl writes nothing else, so the entry's env, cwd
+/// and other keys are not looked at), the host has only saved the file again in its own layout:
+/// the original program and arguments are put back in the file's current layout, and every
+/// other change the host made stays.
 pub fn unwrap(
     text: &str,
     editor: &dyn Editor,
     shape: &Shape,
     remembered: &[Remembered],
 ) -> Result<(Plan, Vec<Outcome>), String> {
-    let root = editor.parse(text)?;
+    let root = parse(text, editor)?;
+    let located: Vec<Option<&Node>> = remembered.iter().map(|e| locate(&root, &e.path)).collect();
+    let regions: Vec<Option<Range<usize>>> = located
+        .iter()
+        .map(|n| n.and_then(Node::map).and_then(|m| region(m, shape)))
+        .collect();
     let mut edits = Vec::new();
     let mut outcomes = Vec::new();
-    for entry in remembered {
-        let found = locate(&root, &entry.path);
-        let wrapped = found
-            .is_some_and(|n| matches!(transport(n, shape), Transport::Stdio { wrapped: true, .. }));
-        let region = found.and_then(Node::map).and_then(|m| region(m, shape));
-        outcomes.push(match region {
-            Some(region) if text[region.clone()] == entry.wrapped => {
-                edits.push((region, entry.original.clone()));
-                Outcome::Restored
-            }
-            Some(_) if wrapped => Outcome::EditedSince,
-            _ => Outcome::Gone,
+    for (i, entry) in remembered.iter().enumerate() {
+        let Some(node) = located[i] else {
+            outcomes.push(Outcome::Missing);
+            continue;
+        };
+        let (Some(map), Some(region)) = (node.map(), regions[i].clone()) else {
+            outcomes.push(Outcome::Gone);
+            continue;
+        };
+        // Dotted TOML keys out of order put one entry's values inside another's region.
+        let alone = regions.iter().enumerate().all(|(j, other)| {
+            j == i
+                || other
+                    .as_ref()
+                    .is_none_or(|o| o.end <= region.start || region.end <= o.start)
         });
+        let command = command_line(map, shape).ok();
+        let outcome = if alone && text[region.clone()] == entry.wrapped {
+            edits.push((region, entry.original.clone()));
+            Outcome::Restored
+        } else if let Some(values) = &entry.values
+            && command.as_ref() == Some(&values.wrapped)
+        {
+            edits.extend(restore(text, editor, map, shape, values));
+            Outcome::Restored
+        } else if command.is_some_and(|c| is_wrapped(&c)) {
+            Outcome::EditedSince
+        } else {
+            Outcome::Gone
+        };
+        outcomes.push(outcome);
     }
     edits.sort_by_key(|(span, _): &(Range<usize>, String)| span.start);
     let plan = Plan {
@@ -334,6 +475,84 @@ pub fn unwrap(
         remembered: Vec::new(),
     };
     Ok((plan, outcomes))
+}
+
+/// The splices that put `values.original` back into `map`, whose command line is
+/// `values.wrapped`: a value whose text is still what rootsctl wrote gets its original text back,
+/// any other is written anew in the layout it has now.
+fn restore(
+    text: &str,
+    editor: &dyn Editor,
+    map: &Map,
+    shape: &Shape,
+    values: &Values,
+) -> Vec<(Range<usize>, String)> {
+    let quoted = |items: &[String]| items.iter().map(|s| quote(s)).collect::<Vec<_>>();
+    let again = |node: &Node, piece: &Piece, fresh: String| {
+        let now = &text[node.span.clone()];
+        match &piece.original {
+            Some(original) if now == piece.wrapped => original.clone(),
+            _ => fresh,
+        }
+    };
+    let Some(command) = map.get(shape.command) else {
+        return Vec::new();
+    };
+    let Some((program, args)) = values.original.split_first() else {
+        return Vec::new();
+    };
+    let mut edits = Vec::new();
+    match (shape.args.and_then(|k| map.get(k)), &values.args) {
+        (Some(member), Some(piece)) => {
+            let fresh = quote(program);
+            edits.push((
+                command.value.span.clone(),
+                again(&command.value, &values.command, fresh),
+            ));
+            match &piece.original {
+                Some(_) => {
+                    let fresh = editor.list(&quoted(args), Some(&member.value), text);
+                    edits.push((
+                        member.value.span.clone(),
+                        again(&member.value, piece, fresh),
+                    ));
+                }
+                None => edits.push((removal(text, map, member), String::new())),
+            }
+        }
+        _ => {
+            let fresh = editor.list(&quoted(&values.original), Some(&command.value), text);
+            edits.push((
+                command.value.span.clone(),
+                again(&command.value, &values.command, fresh),
+            ));
+        }
+    }
+    edits.sort_by_key(|(span, _)| span.start);
+    edits
+}
+
+/// The text that holds `member` of `map`, to take it away: in a map written inline, with the
+/// separator before it (or after it, when it comes first); in one written a member per line,
+/// its whole line.
+fn removal(text: &str, map: &Map, member: &Member) -> Range<usize> {
+    let end = member.value.span.end;
+    if !map.inline {
+        let start = text[..member.key_span.start]
+            .rfind('\n')
+            .map_or(0, |n| n + 1);
+        let end = text[end..].find('\n').map_or(text.len(), |n| end + n + 1);
+        return start..end;
+    }
+    let at = map.members.iter().position(|m| std::ptr::eq(m, member));
+    match at {
+        Some(at) if at > 0 => map.members[at - 1].value.span.end..end,
+        Some(at) => match map.members.get(at + 1) {
+            Some(next) => member.key_span.start..next.key_span.start,
+            None => member.key_span.start..end,
+        },
+        None => end..end,
+    }
 }
 
 /// `text` (which starts at `offset` of the file) with each edit's span replaced by its text;

@@ -391,3 +391,157 @@ fn wrap_help_names_every_host_of_the_table() {
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains(&table::ids()), "{help}");
 }
+
+/// Claude Code's own layout of `~/.claude.json`: `JSON.stringify(config, null, 2)`, which
+/// serde_json's pretty printer matches.
+fn as_claude_saves_it(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap()
+}
+
+#[test]
+fn a_file_the_host_saved_again_in_its_own_layout_is_unwrapped_by_values_keeping_its_changes() {
+    let host = table::find("claude-code").unwrap();
+    let editor = host.format.editor();
+    let text = "{\"mcpServers\": {\"fs\": {\"type\": \"stdio\", \"command\": \"node\", \"args\": [\"fs.js\", \"/src\"], \"env\": {}}, \"bare\": {\"command\": \"my-server\"}}}\n";
+    let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
+    // The host reads the file, changes something of its own and writes it all in its layout.
+    let mut saved: serde_json::Value = serde_json::from_str(&planned.text).unwrap();
+    saved["numStartups"] = 7.into();
+    saved["mcpServers"]["fs"]["env"]["ADDED"] = "by the host".into();
+    let resaved = as_claude_saves_it(&saved);
+    assert_ne!(resaved, planned.text);
+
+    let (restored, outcomes) =
+        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+    assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Restored]);
+    let mut expected = saved.clone();
+    expected["mcpServers"]["fs"]["command"] = "node".into();
+    expected["mcpServers"]["fs"]["args"] = serde_json::json!(["fs.js", "/src"]);
+    expected["mcpServers"]["bare"]["command"] = "my-server".into();
+    // The args rootsctl added to an entry without any are taken away again.
+    expected["mcpServers"]["bare"]
+        .as_object_mut()
+        .unwrap()
+        .remove("args");
+    assert_eq!(restored.text, as_claude_saves_it(&expected));
+}
+
+#[test]
+fn a_multi_line_args_array_keeps_its_own_layout_when_wrapped() {
+    let host = table::find("claude-code").unwrap();
+    let text = "{\n  \"mcpServers\": {\n    \"fs\": {\n      \"command\": \"node\",\n      \"args\": [\n        \"fs.js\"\n      ]\n    }\n  }\n}";
+    let planned = plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+    let args = [
+        "proxy",
+        "--workspace",
+        "work",
+        "--host-roots",
+        "merge",
+        "--",
+        "node",
+        "fs.js",
+    ];
+    let expected = text
+        .replace("\"node\"", &format!("\"{ROOTSCTL}\""))
+        .replace(
+            "\"fs.js\"",
+            &args.map(|a| format!("\"{a}\"")).join(",\n        "),
+        );
+    assert_eq!(planned.text, expected);
+}
+
+#[test]
+fn duplicate_keys_are_refused_naming_the_key_in_wrap_list_and_unwrap() {
+    let json = table::find("claude-code").unwrap();
+    let text = "{\"mcpServers\": {\n\"fs\": {\"command\": \"a\"},\n\"fs\": {\"command\": \"b\"}}}";
+    let error = plan::wrap(text, json.format.editor(), &json.shape, &wrapping(json)).unwrap_err();
+    assert!(
+        error.contains("line 3") && error.contains("\"fs\""),
+        "{error}"
+    );
+    let error = plan::parse(text, json.format.editor()).unwrap_err();
+    assert!(error.contains("\"fs\""), "{error}");
+    // A file wrapped once, then given a second entry of the same name.
+    let once = "{\"mcpServers\": {\"fs\": {\"command\": \"a\"}}}";
+    let planned = plan::wrap(once, json.format.editor(), &json.shape, &wrapping(json)).unwrap();
+    let twice = planned.text.replacen("{\"fs\"", "{\"fs\": {}, \"fs\"", 1);
+    let error = plan::unwrap(
+        &twice,
+        json.format.editor(),
+        &json.shape,
+        &planned.remembered,
+    )
+    .unwrap_err();
+    assert!(error.contains("\"fs\""), "{error}");
+    let codex = table::find("codex").unwrap();
+    let error = plan::parse(
+        "[mcp_servers.fs]\ncommand = \"a\"\ncommand = \"b\"\n",
+        codex.format.editor(),
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("line 3") && error.contains("command"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_entry_wrapped_by_any_rootsctl_by_hand_or_without_dashes_is_recognised_by_its_shape() {
+    let host = table::find("claude-code").unwrap();
+    let entry = |command: &str, args: &str| {
+        format!("{{\"mcpServers\": {{\"s\": {{\"command\": \"{command}\", \"args\": {args}}}}}}}")
+    };
+    for (command, args, wrapped) in [
+        (
+            "/nix/store/abc-rootsd-2.0/bin/.rootsctl-wrapped",
+            "[\"proxy\", \"--\", \"node\", \"x\"]",
+            true,
+        ),
+        (
+            "/usr/local/bin/rootsctl",
+            "[\"--socket\", \"/run/r.sock\", \"proxy\", \"-w\", \"w\", \"--\", \"node\"]",
+            true,
+        ),
+        ("rootsctl", "[\"proxy\", \"node\", \"x\"]", true),
+        (
+            "rootsctl",
+            "[\"proxy\", \"--name\", \"n\", \"node\", \"-y\"]",
+            true,
+        ),
+        // What the proxy refuses is not behind rootsd.
+        (
+            "rootsctl",
+            "[\"proxy\", \"--no-such-option\", \"node\"]",
+            false,
+        ),
+        ("rootsctl", "[\"proxy\"]", false),
+        ("npx", "[\"-y\", \"proxy\", \"--\", \"node\"]", false),
+        ("uvx", "[\"mcp-proxy\", \"--\", \"node\"]", false),
+    ] {
+        let text = entry(command, args);
+        let listed = servers(host, &text);
+        let Transport::Stdio { wrapped: is, .. } = listed[0].transport else {
+            panic!("{text}")
+        };
+        assert_eq!(is, wrapped, "{text}");
+        let planned =
+            plan::wrap(&text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+        assert_eq!(planned.remembered.is_empty(), wrapped, "{text}");
+    }
+}
+
+#[test]
+fn toml_dotted_keys_out_of_order_are_all_restored_by_one_unwrap() {
+    let host = table::find("codex").unwrap();
+    let editor = host.format.editor();
+    let text = "mcp_servers.a.command = \"node\"\nmcp_servers.b.command = \"python\"\nmcp_servers.a.args = [\"a.js\"]\nmcp_servers.b.args = [\"-m\", \"b\"]\nmcp_servers.c.command = \"c\"\n";
+    let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
+    assert_eq!(planned.remembered.len(), 3);
+    let (restored, outcomes) =
+        plan::unwrap(&planned.text, editor, &host.shape, &planned.remembered).unwrap();
+    assert!(
+        outcomes.iter().all(|o| *o == Outcome::Restored),
+        "{outcomes:?}"
+    );
+    assert_eq!(restored.text, text);
+}

@@ -10,7 +10,16 @@ pub fn parse(text: &str) -> Result<Node, String> {
         let line = e
             .span()
             .map(|s| 1 + text[..s.start.min(text.len())].matches('\n').count());
-        let message = e.message().trim_end().to_owned();
+        let mut message = e.message().trim_end().to_owned();
+        // toml_edit says "duplicate key" without saying which: the span holds it.
+        if message == "duplicate key"
+            && let Some(key) = e.span().and_then(|s| text.get(s))
+        {
+            message = format!(
+                "the key {:?} is there twice in the same table; keep one of them",
+                key.trim()
+            );
+        }
         match line {
             Some(line) => format!("line {line}: {message}"),
             None => message,

@@ -104,7 +104,13 @@ pub fn bracketed(items: &[String], original: Option<(&Node, &str)>) -> String {
         let lead = &text[span.start + 1..first.span.start];
         let tail = &text[last.span.end..span.end - 1];
         let trailing_comma = tail.trim_start().starts_with(',');
-        let closing = tail.trim_start().trim_start_matches(',');
+        // What follows the last item (after its trailing comma, if any) is kept as it is: the
+        // newline and indentation before `]` of a list laid out one item per line.
+        let closing = if trailing_comma {
+            tail.trim_start().trim_start_matches(',')
+        } else {
+            tail
+        };
         let plain = |t: &str| t.chars().all(char::is_whitespace);
         if lead.contains('\n') && plain(lead) && plain(closing) {
             let mut out = format!("[{lead}{}", items.join(&format!(",{lead}")));
