@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::{assert_exit, filesystem_server, stderr_of, stdout_of};
 
-fn tool(name: &str) -> PathBuf {
+pub(crate) fn tool(name: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("interop/node_modules/.bin")
         .join(name);
@@ -24,7 +24,7 @@ fn tool(name: &str) -> PathBuf {
 }
 
 /// `program ARGS` with only `HOME` and `PATH`, in `dir`, as the user would run it.
-fn run(program: &Path, home: &Path, dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn run(program: &Path, home: &Path, dir: &Path, args: &[&str]) -> Output {
     output_within(
         Command::new(program)
             .args(args)

@@ -19,6 +19,7 @@ mod fake;
 mod gone;
 mod host_clis;
 mod host_roots;
+mod host_saves;
 mod hosts;
 mod interop;
 mod lifecycle;
