@@ -230,10 +230,16 @@ pub struct ProxyArgs {
 /// not this shell's.
 pub fn runs_proxy(args: &[String]) -> bool {
     use clap::{CommandFactory as _, FromArgMatches as _};
-    let command = Cli::command().mut_args(|arg| arg.env(None::<&'static str>));
+    thread_local! {
+        // Building the parser costs about as much as reading a large file's entries: it is built
+        // once per thread, not once per entry.
+        static PARSER: std::cell::RefCell<clap::Command> = std::cell::RefCell::new(
+            Cli::command().mut_args(|arg| arg.env(None::<&'static str>)),
+        );
+    }
     let words = std::iter::once("rootsctl").chain(args.iter().map(String::as_str));
-    command
-        .try_get_matches_from(words)
+    PARSER
+        .with_borrow_mut(|parser| parser.try_get_matches_from_mut(words))
         .ok()
         .and_then(|matches| Cli::from_arg_matches(&matches).ok())
         .is_some_and(|cli| matches!(cli.command, Command::Proxy(_)))
