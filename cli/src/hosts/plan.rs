@@ -534,15 +534,16 @@ fn restore(
 
 /// The text that holds `member` of `map`, to take it away: in a map written inline, with the
 /// separator before it (or after it, when it comes first); in one written a member per line,
-/// its whole line.
+/// with the line break before it, so that what followed its value on its line (a comment that
+/// was after the command before wrap added the member) stays on the line before.
 fn removal(text: &str, map: &Map, member: &Member) -> Range<usize> {
     let end = member.value.span.end;
     if !map.inline {
-        let start = text[..member.key_span.start]
-            .rfind('\n')
-            .map_or(0, |n| n + 1);
-        let end = text[end..].find('\n').map_or(text.len(), |n| end + n + 1);
-        return start..end;
+        return match text[..member.key_span.start].rfind('\n') {
+            Some(n) if text[..n].ends_with('\r') => n - 1..end,
+            Some(n) => n..end,
+            None => 0..text[end..].find('\n').map_or(text.len(), |n| end + n + 1),
+        };
     }
     let at = map.members.iter().position(|m| std::ptr::eq(m, member));
     match at {

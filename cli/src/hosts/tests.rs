@@ -545,3 +545,33 @@ fn toml_dotted_keys_out_of_order_are_all_restored_by_one_unwrap() {
     );
     assert_eq!(restored.text, text);
 }
+
+#[test]
+fn codex_entries_rewritten_in_another_layout_are_restored_by_values_whatever_their_shape() {
+    let host = table::find("codex").unwrap();
+    let editor = host.format.editor();
+    let text = CASES.iter().find(|c| c.0 == "codex").unwrap().1;
+    let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
+    // A host writing the same values its own way: literal strings, one more key of its own.
+    let resaved = planned
+        .text
+        .replace(&format!("\"{ROOTSCTL}\""), &format!("'{ROOTSCTL}'"))
+        .replacen("model = ", "added_by_host = true\nmodel = ", 1);
+    let (restored, outcomes) =
+        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+    assert!(
+        outcomes.iter().all(|o| *o == Outcome::Restored),
+        "{outcomes:?}"
+    );
+    assert_eq!(servers(host, &restored.text), servers(host, text));
+    assert!(restored.text.contains("added_by_host = true\n"));
+    // The args rootsctl added to `plain` are gone again; the command, no longer as rootsctl
+    // wrote it, is written anew.
+    assert!(
+        restored
+            .text
+            .contains("command = \"my-server\" # no arguments\n\n"),
+        "{}",
+        restored.text
+    );
+}
