@@ -225,10 +225,10 @@ pub struct ProxyArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
-/// Whether `rootsctl ARGS` is a `rootsctl proxy` the proxy itself would accept: what a host's
-/// entry must run to be behind rootsd. Read without the environment, which is the host's and
-/// not this shell's.
-pub fn runs_proxy(args: &[String]) -> bool {
+/// The proxy's arguments when `rootsctl ARGS` is a `rootsctl proxy` that rootsctl's parser
+/// accepts: what a host's entry must run to be behind rootsd. Read without the environment,
+/// which is the host's and not this shell's.
+pub fn proxy_args(args: &[String]) -> Option<ProxyArgs> {
     use clap::{CommandFactory as _, FromArgMatches as _};
     thread_local! {
         // Building the parser costs about as much as reading a large file's entries: it is built
@@ -242,7 +242,10 @@ pub fn runs_proxy(args: &[String]) -> bool {
         .with_borrow_mut(|parser| parser.try_get_matches_from_mut(words))
         .ok()
         .and_then(|matches| Cli::from_arg_matches(&matches).ok())
-        .is_some_and(|cli| matches!(cli.command, Command::Proxy(_)))
+        .and_then(|cli| match cli.command {
+            Command::Proxy(proxy) => Some(proxy),
+            _ => None,
+        })
 }
 
 /// `rootsctl proxy --host-roots MODE`.
@@ -482,8 +485,8 @@ mod tests {
         for words in [&["r", "proxy"][..], &["r", "proxy", "--bogus", "node"]] {
             assert!(command(words).is_err(), "{words:?}");
         }
-        assert!(runs_proxy(&["proxy".into(), "node".into()]));
-        assert!(!runs_proxy(&["proxy".into(), "--help".into()]));
+        assert!(proxy_args(&["proxy".into(), "node".into()]).is_some());
+        assert!(proxy_args(&["proxy".into(), "--help".into()]).is_none());
     }
     use clap::CommandFactory;
 

@@ -226,12 +226,27 @@ fn command_line(map: &Map, shape: &Shape) -> Result<Vec<String>, &'static str> {
 /// Already behind rootsd: a program, whatever its name or place (a versioned install renames and
 /// moves it), whose arguments are ones `rootsctl` reads as `proxy` with a server to run:
 /// `[global options] proxy [options] [--] SERVER ARGS…`. They are read by rootsctl's own parser,
-/// so an entry the proxy would refuse is never called behind rootsd.
+/// and the proxy's templates and `--map`s checked as the proxy checks them before it starts
+/// anything, so an entry the proxy would refuse is never called behind rootsd.
 pub fn is_wrapped(command: &[String]) -> bool {
     let Some((_, args)) = command.split_first() else {
         return false;
     };
-    args.iter().any(|a| a == "proxy") && crate::args::runs_proxy(args)
+    if !args.iter().any(|a| a == "proxy") {
+        return false;
+    }
+    crate::args::proxy_args(args).is_some_and(|proxy| {
+        // A relative HOST_DIR is taken from the host's directory, unknown here: any will do to
+        // check the form.
+        let maps = proxy.map.is_empty()
+            || crate::resolve::path_maps(&proxy.map, std::path::Path::new("/")).is_ok();
+        maps && rootsd_relay::template::LaunchTemplate::parse(
+            &proxy.command,
+            &proxy.env,
+            proxy.cwd.as_deref(),
+        )
+        .is_ok()
+    })
 }
 
 /// The region of an entry from its command to its arguments, with the splices that wrap it.

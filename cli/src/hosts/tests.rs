@@ -515,6 +515,17 @@ fn an_entry_wrapped_by_any_rootsctl_by_hand_or_without_dashes_is_recognised_by_i
             false,
         ),
         ("rootsctl", "[\"proxy\"]", false),
+        (
+            "rootsctl",
+            "[\"proxy\", \"--env\", \"NOEQUALS\", \"--\", \"node\"]",
+            false,
+        ),
+        ("rootsctl", "[\"proxy\", \"--\", \"{roots}\"]", false),
+        (
+            "rootsctl",
+            "[\"proxy\", \"--map\", \"nothing\", \"node\"]",
+            false,
+        ),
         ("npx", "[\"-y\", \"proxy\", \"--\", \"node\"]", false),
         ("uvx", "[\"mcp-proxy\", \"--\", \"node\"]", false),
     ] {
