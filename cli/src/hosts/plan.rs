@@ -452,6 +452,12 @@ pub fn unwrap(
     let mut edits = Vec::new();
     let mut outcomes = Vec::new();
     for (i, entry) in remembered.iter().enumerate() {
+        // A record an older rootsctl wrote of a file with a key twice names one entry twice: the
+        // first of them restores it, the others are forgotten.
+        if remembered[..i].iter().any(|e| e.path == entry.path) {
+            outcomes.push(Outcome::Gone);
+            continue;
+        }
         let Some(node) = located[i] else {
             outcomes.push(Outcome::Missing);
             continue;
@@ -484,6 +490,9 @@ pub fn unwrap(
         outcomes.push(outcome);
     }
     edits.sort_by_key(|(span, _): &(Range<usize>, String)| span.start);
+    if edits.windows(2).any(|pair| pair[0].0.end > pair[1].0.start) {
+        return Err("two wrapped entries share their place in the file, which rootsctl cannot undo one by one; unwrap them by hand (the backups hold the originals)".to_owned());
+    }
     let plan = Plan {
         text: splice(text, 0, &edits),
         edits,

@@ -473,6 +473,18 @@ fn duplicate_keys_are_refused_naming_the_key_in_wrap_list_and_unwrap() {
     )
     .unwrap_err();
     assert!(error.contains("\"fs\""), "{error}");
+    // A record from before the refusal names the entry twice: unwrap restores it once.
+    let mut remembered = planned.remembered.clone();
+    remembered.extend(planned.remembered.clone());
+    let (restored, outcomes) = plan::unwrap(
+        &planned.text,
+        json.format.editor(),
+        &json.shape,
+        &remembered,
+    )
+    .unwrap();
+    assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Gone]);
+    assert_eq!(restored.text, once);
     let codex = table::find("codex").unwrap();
     let error = plan::parse(
         "[mcp_servers.fs]\ncommand = \"a\"\ncommand = \"b\"\n",
