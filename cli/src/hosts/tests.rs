@@ -598,3 +598,23 @@ fn codex_entries_rewritten_in_another_layout_are_restored_by_values_whatever_the
         restored.text
     );
 }
+
+#[test]
+fn yaml_entries_rewritten_in_another_layout_are_restored_by_values() {
+    for id in ["goose", "continue"] {
+        let host = table::find(id).unwrap();
+        let editor = host.format.editor();
+        let text = CASES.iter().find(|c| c.0 == id).unwrap().1;
+        let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
+        // The same values, the program as a plain scalar instead of a quoted one.
+        let resaved = planned.text.replace(&format!("\"{ROOTSCTL}\""), ROOTSCTL);
+        assert_ne!(resaved, planned.text, "{id}");
+        let (restored, outcomes) =
+            plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+        assert!(
+            outcomes.iter().all(|o| *o == Outcome::Restored),
+            "{id}: {outcomes:?}"
+        );
+        assert_eq!(servers(host, &restored.text), servers(host, text), "{id}");
+    }
+}
