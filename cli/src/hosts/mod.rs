@@ -205,7 +205,9 @@ fn list(
                 Transport::Stdio { wrapped, .. } => {
                     ("stdio".to_owned(), if *wrapped { "yes" } else { "no" })
                 }
-                Transport::Remote { r#type } => (escape(r#type).into_owned(), "-"),
+                Transport::Remote { r#type } | Transport::Builtin { r#type } => {
+                    (escape(r#type).into_owned(), "-")
+                }
                 Transport::Unusable { why } => (format!("unreadable: {}", escape(why)), "-"),
             };
             rows.push(vec![
