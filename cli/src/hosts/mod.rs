@@ -137,7 +137,7 @@ fn found(context: &Context, hosts: &[&'static Host], project: &Option<PathBuf>) 
     let mut all = Vec::new();
     for host in hosts {
         for file in host.files(&context.home, context.os, &context.env, project.as_deref()) {
-            let text = match write::read(&file) {
+            let text = match write::read_host(&file) {
                 Ok(None) => continue,
                 Ok(Some(bytes)) => {
                     String::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_owned())
@@ -376,6 +376,7 @@ fn commit(
     entries: Vec<plan::Remembered>,
 ) -> anyhow::Result<PathBuf> {
     let before = record.clone();
+    write::writable(file)?;
     let backup =
         write::backup(&state.join("backups"), file, old.as_bytes()).with_context(|| {
             format!(
@@ -420,7 +421,7 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
         let Some(host) = table::find(&f.host) else {
             continue;
         };
-        let text = match write::read(&f.file) {
+        let text = match write::read_host(&f.file) {
             Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_owned()),
             Ok(None) => {
                 writeln!(
