@@ -131,38 +131,40 @@ fn two_wraps_and_two_unwraps_of_different_hosts_at_once_keep_both_records() {
     }
 }
 
-#[test]
-fn a_hosts_write_while_rootsctl_syncs_its_replacement_is_kept() {
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    let file = codex_file(home);
-    write(&file, CODEX);
+/// `rootsctl hosts wrap HOST` whose every fsync waits half a second before it runs (strace's
+/// fault injection): the replacement's included, the window in which a test acts.
+fn slowed_wrap(home: &Path, host: &str) -> Reaped {
     let strace = Path::new("/usr/bin/strace");
     assert!(
         strace.exists(),
         "strace is missing: install it (apt-get install strace)"
     );
-    // Every fsync waits half a second before it runs: the replacement's included, the window
-    // in which the test writes the file as its host would.
-    let inject: &[&Path] = &[
-        strace,
-        Path::new("-f"),
-        Path::new("-qq"),
-        Path::new("-o"),
-        Path::new("/dev/null"),
-        Path::new("-e"),
-        Path::new("trace=fsync"),
-        Path::new("-e"),
-        Path::new("inject=fsync:delay_enter=500000"),
-        Path::new("/usr/bin/env"),
-    ];
-    let child = hosts_command(inject, home, &["wrap", "codex"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(child);
-    let dir = file.parent().unwrap();
+    let inject: Vec<&Path> = [
+        "-f",
+        "-qq",
+        "-o",
+        "/dev/null",
+        "-e",
+        "trace=fsync",
+        "-e",
+        "inject=fsync:delay_enter=500000",
+        "/usr/bin/env",
+    ]
+    .iter()
+    .map(Path::new)
+    .collect();
+    let program: Vec<&Path> = std::iter::once(strace).chain(inject).collect();
+    Reaped(
+        hosts_command(&program, home, &["wrap", host])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The name of rootsctl's temporary file in `dir`, once it is there.
+fn temp_file_of(child: &mut Reaped, dir: &Path) -> String {
     eventually(
         "rootsctl's temporary file beside the host's",
         PATIENCE,
@@ -170,13 +172,58 @@ fn a_hosts_write_while_rootsctl_syncs_its_replacement_is_kept() {
             let temp = std::fs::read_dir(dir)
                 .unwrap()
                 .filter_map(Result::ok)
-                .any(|e| e.file_name().to_string_lossy().ends_with(".tmp"));
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .find(|name| name.ends_with(".tmp"));
             if let Some(status) = child.0.try_wait().unwrap() {
                 panic!("rootsctl exited ({status}) before it wrote its temporary file");
             }
-            temp.then_some(()).ok_or("none yet")
+            temp.ok_or("none yet")
         },
-    );
+    )
+}
+
+#[test]
+fn a_temporary_file_left_by_a_killed_rootsctl_is_removed_by_the_next() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let file = codex_file(home);
+    write(&file, CODEX);
+    let dir = file.parent().unwrap();
+    let mut child = slowed_wrap(home, "codex");
+    let temp = temp_file_of(&mut child, dir);
+    let pid: i32 = temp
+        .strip_prefix(".config.toml.rootsctl-")
+        .and_then(|t| t.strip_suffix(".tmp"))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("{temp} names rootsctl's pid"));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let killed = finished(child);
+    assert!(!killed.status.success(), "rootsctl was killed");
+    assert!(dir.join(&temp).exists(), "the killed rootsctl left {temp}");
+    let output = hosts(home, &["wrap", "codex"]);
+    assert_exit(&output, 0, "the next wrap");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("proxy"));
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("config.toml")]);
+}
+
+#[test]
+fn a_hosts_write_while_rootsctl_syncs_its_replacement_is_kept() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let file = codex_file(home);
+    write(&file, CODEX);
+    let mut child = slowed_wrap(home, "codex");
+    let dir = file.parent().unwrap();
+    temp_file_of(&mut child, dir);
     let host = "[mcp_servers.fs]\ncommand = \"/usr/bin/mcp-fs\"\nargs = [\"/srv\", \"/home\"]\n";
     std::fs::write(&file, host).unwrap();
     let output = finished(child);
