@@ -134,11 +134,17 @@ fn two_wraps_and_two_unwraps_of_different_hosts_at_once_keep_both_records() {
 /// `rootsctl hosts wrap HOST` whose every fsync waits half a second before it runs (strace's
 /// fault injection): the replacement's included, the window in which a test acts.
 fn slowed_wrap(home: &Path, host: &str) -> Reaped {
+    slowed_by(home, host, "500000")
+}
+
+/// [`slowed_wrap`] with every fsync delayed by `micros`.
+fn slowed_by(home: &Path, host: &str, micros: &str) -> Reaped {
     let strace = Path::new("/usr/bin/strace");
     assert!(
         strace.exists(),
         "strace is missing: install it (apt-get install strace)"
     );
+    let delay = format!("inject=fsync:delay_enter={micros}");
     let inject: Vec<&Path> = [
         "-f",
         "-qq",
@@ -147,10 +153,10 @@ fn slowed_wrap(home: &Path, host: &str) -> Reaped {
         "-e",
         "trace=fsync",
         "-e",
-        "inject=fsync:delay_enter=500000",
+        &delay,
         "/usr/bin/env",
     ]
-    .iter()
+    .into_iter()
     .map(Path::new)
     .collect();
     let program: Vec<&Path> = std::iter::once(strace).chain(inject).collect();
@@ -213,6 +219,40 @@ fn a_temporary_file_left_by_a_killed_rootsctl_is_removed_by_the_next() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("config.toml")]);
+}
+
+#[test]
+fn a_second_command_waits_ten_seconds_for_the_first_and_names_it() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    write(&codex_file(home), CODEX);
+    write(&goose_file(home), GOOSE);
+    // Four fsyncs of four seconds each: the first command holds the lock for sixteen.
+    let first = slowed_by(home, "codex", "4000000");
+    let lock = home.join(".local/state/rootsctl/hosts/lock");
+    let holder = eventually("the first command to hold the lock", PATIENCE, || {
+        let text = std::fs::read_to_string(&lock).unwrap_or_default();
+        text.trim().parse::<i32>().map_err(|_| text)
+    });
+    let started = std::time::Instant::now();
+    let output = hosts(home, &["wrap", "goose"]);
+    let waited = started.elapsed();
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(holder).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    drop(first);
+    assert_exit(&output, 1, "the second command");
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains(&format!(
+            "another rootsctl hosts command (pid {holder}) is changing the hosts' files"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("waited 10s"), "{stderr}");
+    assert!(waited >= std::time::Duration::from_secs(10), "{waited:?}");
+    assert_eq!(std::fs::read_to_string(goose_file(home)).unwrap(), GOOSE);
 }
 
 #[test]
