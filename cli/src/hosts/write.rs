@@ -478,6 +478,28 @@ mod tests {
     }
 
     #[test]
+    fn a_record_larger_than_rootsctl_reads_back_is_not_written() {
+        use super::super::plan::Remembered;
+        use super::super::record::Record;
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = Record::default();
+        let region = "x".repeat(40 << 20);
+        let entry = Remembered {
+            path: vec!["mcpServers".to_owned(), "fs".to_owned()],
+            original: region.clone(),
+            wrapped: region,
+        };
+        record.add("claude-code", Path::new("/h/.mcp.json"), vec![entry]);
+        let error = record.save(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("larger than 64 MiB"), "{error}");
+        assert!(!dir.path().join("wrapped.json").exists());
+        assert!(
+            Record::load(dir.path()).is_ok(),
+            "later commands still read it"
+        );
+    }
+
+    #[test]
     fn backups_are_private_and_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         let backups = dir.path().join("b");
