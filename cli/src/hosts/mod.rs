@@ -7,7 +7,7 @@
 //! - [`plan`]: the wrap and unwrap planner, pure: text in, text and what to remember out.
 //! - [`write`](mod@write): bounded reads, backups, and the atomic replacement made only if the
 //!   file is unchanged since it was read.
-//! - [`record`]: what was wrapped, for an exact unwrap.
+//! - [`record`]: what was wrapped, for an exact unwrap. [`lock`]: one command at a time.
 //! - [`diff`]: `--dry-run`'s unified diff. [`running`]: whether Claude Code runs.
 //!
 //! No host file is written without a backup, nor without re-reading it first; a file that does
@@ -16,6 +16,7 @@
 pub mod diff;
 pub mod format;
 pub mod jsonc;
+pub mod lock;
 pub mod plan;
 pub mod record;
 pub mod running;
@@ -98,10 +99,62 @@ impl Context {
 /// `rootsctl hosts [wrap|unwrap]`. `socket` is `--socket` (or `ROOTSD_SOCKET`) when given.
 pub fn run(args: HostsArgs, socket: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<()> {
     let context = Context::new()?;
+    let writes = match &args.action {
+        None => false,
+        Some(HostsAction::Wrap(wrap)) => !wrap.dry_run,
+        Some(HostsAction::Unwrap(unwrap)) => !unwrap.dry_run,
+    };
+    // Held until the command ends: the record and the files are read, changed and written
+    // under it.
+    let _lock = if writes {
+        refuse_foreign_home(&context.home)?;
+        Some(lock::take(&context.state(), lock::WAIT)?)
+    } else {
+        None
+    };
     match args.action {
         None => list(&context, &args.project, args.json.json, out),
-        Some(HostsAction::Wrap(wrap)) => wrap_hosts(&context, wrap, socket, out),
+        Some(HostsAction::Wrap(mut wrap)) => {
+            wrap.project = one_project(wrap.project, args.project)?;
+            wrap_hosts(&context, wrap, socket, out)
+        }
+        Some(HostsAction::Unwrap(_)) if args.project.is_some() => Err(UsageError(
+            "unwrap restores every file rootsctl recorded, a project's included, so it takes no --project; run `rootsctl hosts unwrap`".to_owned(),
+        )
+        .into()),
         Some(HostsAction::Unwrap(unwrap)) => unwrap_hosts(&context, unwrap, out),
+    }
+}
+
+/// `--project` given before `wrap` (`hosts --project DIR wrap`) or after it.
+fn one_project(after: Option<PathBuf>, before: Option<PathBuf>) -> anyhow::Result<Option<PathBuf>> {
+    match (after, before) {
+        (Some(a), Some(b)) if a != b => Err(UsageError(format!(
+            "--project is given twice, as {} and {}; give it once",
+            a.display(),
+            b.display()
+        ))
+        .into()),
+        (after, before) => Ok(after.or(before)),
+    }
+}
+
+/// Refuses root's changes in another user's home (`sudo -E rootsctl hosts wrap`): the state
+/// directory, its lock and backups would be root's, and lock that user out of every later
+/// command. Running as that user is the one way that leaves everything theirs.
+fn refuse_foreign_home(home: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    match std::fs::metadata(home) {
+        Ok(meta) if meta.uid() != 0 => Err(UsageError(format!(
+            "rootsctl hosts runs as root, but HOME ({}) belongs to user {}: the state it keeps there would be root's and lock that user out of later commands; run it as that user, without sudo",
+            home.display(),
+            meta.uid()
+        ))
+        .into()),
+        _ => Ok(()),
     }
 }
 
@@ -137,7 +190,7 @@ fn found(context: &Context, hosts: &[&'static Host], project: &Option<PathBuf>) 
     let mut all = Vec::new();
     for host in hosts {
         for file in host.files(&context.home, context.os, &context.env, project.as_deref()) {
-            let text = match write::read(&file) {
+            let text = match write::read_host(&file) {
                 Ok(None) => continue,
                 Ok(Some(bytes)) => {
                     String::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_owned())
@@ -168,10 +221,12 @@ fn list(
 ) -> anyhow::Result<()> {
     let mut listed = Vec::new();
     for f in found(context, &chosen(&[])?, project) {
-        let parsed = f.text.and_then(|t| plan::parse(&t, f.host.format.editor()));
+        let parsed = f.text.and_then(|t| {
+            plan::parse(&t, f.host.format.editor()).map_err(|e| format!("does not parse: {e}"))
+        });
         let (servers, error) = match parsed {
             Ok(root) => (plan::servers(&root, &f.host.shape), None),
-            Err(e) => (Vec::new(), Some(format!("does not parse: {e}"))),
+            Err(e) => (Vec::new(), Some(e)),
         };
         listed.push(Listed {
             host: f.host.id,
@@ -205,7 +260,9 @@ fn list(
                 Transport::Stdio { wrapped, .. } => {
                     ("stdio".to_owned(), if *wrapped { "yes" } else { "no" })
                 }
-                Transport::Remote { r#type } => (escape(r#type).into_owned(), "-"),
+                Transport::Remote { r#type } | Transport::Builtin { r#type } => {
+                    (escape(r#type).into_owned(), "-")
+                }
                 Transport::Unusable { why } => (format!("unreadable: {}", escape(why)), "-"),
             };
             rows.push(vec![
@@ -315,14 +372,18 @@ fn wrap_hosts(
             ..base.clone()
         };
         let editor = f.host.format.editor();
-        let planned = f
-            .text
-            .and_then(|t| plan::wrap(&t, editor, &f.host.shape, &wrapping).map(|p| (t, p)));
+        // A file that could not be read says why itself; one that was read and does not parse
+        // is said to.
+        let planned = f.text.and_then(|t| {
+            plan::wrap(&t, editor, &f.host.shape, &wrapping)
+                .map(|p| (t, p))
+                .map_err(|e| format!("does not parse: {e}"))
+        });
         let (text, planned) = match planned {
             Ok(ok) => ok,
             Err(e) => {
                 eprintln!(
-                    "rootsctl: {shown}: does not parse: {}; it was left untouched: fix it and retry",
+                    "rootsctl: {shown}: {}; it was left untouched: fix it and retry",
                     escape(&e)
                 );
                 refused += 1;
@@ -401,6 +462,7 @@ fn commit(
     entries: Vec<plan::Remembered>,
 ) -> anyhow::Result<PathBuf> {
     let before = record.clone();
+    write::writable(file)?;
     let backup =
         write::backup(&state.join("backups"), file, old.as_bytes()).with_context(|| {
             format!(
@@ -445,7 +507,7 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
         let Some(host) = table::find(&f.host) else {
             continue;
         };
-        let text = match write::read(&f.file) {
+        let text = match write::read_host(&f.file) {
             Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|_| "it is not UTF-8".to_owned()),
             Ok(None) => {
                 // A host saving the file by removing it first is in the middle of a save; the
@@ -461,13 +523,15 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
             Err(e) => Err(format!("cannot read it: {e}")),
         };
         let planned = text.and_then(|t| {
-            plan::unwrap(&t, host.format.editor(), &host.shape, &f.entries).map(|p| (t, p))
+            plan::unwrap(&t, host.format.editor(), &host.shape, &f.entries)
+                .map(|p| (t, p))
+                .map_err(|e| format!("does not parse: {e}"))
         });
         let (text, (planned, outcomes)) = match planned {
             Ok(ok) => ok,
             Err(e) => {
                 eprintln!(
-                    "rootsctl: {shown}: does not parse: {}; it was left untouched: fix it and retry",
+                    "rootsctl: {shown}: {}; it was left untouched: fix it and retry",
                     escape(&e)
                 );
                 refused += 1;

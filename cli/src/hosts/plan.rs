@@ -27,6 +27,8 @@ pub enum Transport {
     Stdio { command: Vec<String>, wrapped: bool },
     /// HTTP, SSE or another transport, named by the entry's `type` (or `url`); left alone.
     Remote { r#type: String },
+    /// An extension built into the host (Goose's `builtin`), named by its `type`; left alone.
+    Builtin { r#type: String },
     /// An entry rootsctl cannot read as a server (no command, arguments that are not strings).
     Unusable { why: String },
 }
@@ -175,6 +177,11 @@ fn transport(entry: &Node, shape: &Shape) -> Transport {
     };
     match map.get("type").map(|t| t.value.str()) {
         Some(Some(t)) if shape.stdio_types.contains(&t) => {}
+        Some(Some(t)) if shape.builtin_types.contains(&t) => {
+            return Transport::Builtin {
+                r#type: t.to_owned(),
+            };
+        }
         Some(Some(t)) => {
             return Transport::Remote {
                 r#type: t.to_owned(),

@@ -61,6 +61,13 @@ impl Record {
         write::private_dir(dir)?;
         let mut bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         bytes.push(b'\n');
+        // A record rootsctl could not read back would stop every later command.
+        if bytes.len() as u64 > write::MAX_FILE_BYTES {
+            return Err(std::io::Error::other(format!(
+                "the record would be larger than {} MiB, more than rootsctl reads back",
+                write::MAX_FILE_BYTES >> 20
+            )));
+        }
         write::write_new(&dir.join("wrapped.json"), &bytes, None)
     }
 

@@ -1,6 +1,7 @@
 //! Whether Claude Code runs for this user: every session holds `~/.claude.json` in memory and
 //! writes it back whole, which would undo a wrap or tear the file. Found in /proc: a process
-//! named `claude` (or a node running a `claude` script) whose `HOME` is this home.
+//! named `claude` or `claude.exe` (the native build's name; or a node running a `claude` script)
+//! whose `HOME` is this home, however spelled (`/home/me/` is `/home/me`).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
@@ -56,11 +57,18 @@ pub fn claude_code(home: &Path) -> Vec<u32> {
     pids
 }
 
+/// The names Claude Code's process goes by: the npm package's native binary is `claude.exe`,
+/// run as such or through a `claude` link.
+const NAMES: [&[u8]; 2] = [b"claude", b"claude.exe"];
+
 fn is_claude(pid: u32) -> bool {
-    let named =
-        |arg: &[u8]| Path::new(OsStr::from_bytes(arg)).file_name() == Some(OsStr::new("claude"));
+    let named = |arg: &[u8]| {
+        Path::new(OsStr::from_bytes(arg))
+            .file_name()
+            .is_some_and(|name| NAMES.contains(&name.as_bytes()))
+    };
     let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
-    if comm.strip_suffix(b"\n").unwrap_or(&comm) == b"claude" {
+    if NAMES.contains(&comm.strip_suffix(b"\n").unwrap_or(&comm)) {
         return true;
     }
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -73,9 +81,44 @@ fn named_node(arg: &[u8]) -> bool {
     Path::new(OsStr::from_bytes(arg)).file_name() == Some(OsStr::new("node"))
 }
 
-/// Whether `pid`'s environment has `HOME=home` (readable for the user's own processes only).
+/// Whether `pid`'s environment has `HOME` set to `home`, compared as paths so that a trailing
+/// slash does not count (readable for the user's own processes only).
 fn home_of(pid: u32, home: &Path) -> bool {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    let wanted = [b"HOME=".as_slice(), home.as_os_str().as_bytes()].concat();
-    environ.split(|b| *b == 0).any(|v| v == wanted.as_slice())
+    environ.split(|b| *b == 0).any(|v| {
+        v.strip_prefix(b"HOME=")
+            .is_some_and(|h| Path::new(OsStr::from_bytes(h)) == home)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claude_exe_with_home_spelled_with_a_trailing_slash_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        // A process named as the native Claude Code is: a copy of sleep called claude.exe.
+        let exe = dir.path().join("claude.exe");
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        let mut child = std::process::Command::new(&exe)
+            .arg("30")
+            .env("HOME", format!("{}/", home.display()))
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let found = loop {
+            let found = claude_code(&home).contains(&pid);
+            if found || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::yield_now();
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found, "pid {pid} (claude.exe, HOME with a slash) is found");
+    }
 }

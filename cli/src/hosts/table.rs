@@ -37,6 +37,9 @@ pub struct Shape {
     /// The values of `type` that mean stdio; an entry without `type` is stdio when it has a
     /// command.
     pub stdio_types: &'static [&'static str],
+    /// The values of `type` that mean an extension built into the host (Goose's `builtin` and
+    /// `platform`): no server of its own, so nothing to wrap.
+    pub builtin_types: &'static [&'static str],
 }
 
 const MCP_SERVERS: Shape = Shape {
@@ -44,6 +47,7 @@ const MCP_SERVERS: Shape = Shape {
     command: "command",
     args: Some("args"),
     stdio_types: &["stdio"],
+    builtin_types: &[],
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -204,6 +208,7 @@ pub const HOSTS: &[Host] = &[
             command: "cmd",
             args: Some("args"),
             stdio_types: &["stdio"],
+            builtin_types: &["builtin", "platform"],
         },
         gives_roots: false,
         after: "start a new goose session",
@@ -219,6 +224,7 @@ pub const HOSTS: &[Host] = &[
             command: "command",
             args: None,
             stdio_types: &["local"],
+            builtin_types: &[],
         },
         gives_roots: true,
         after: "restart opencode",

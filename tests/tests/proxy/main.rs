@@ -21,6 +21,7 @@ mod host_clis;
 mod host_roots;
 mod host_saves;
 mod hosts;
+mod hosts_writes;
 mod interop;
 mod lifecycle;
 mod lines;
