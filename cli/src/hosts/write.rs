@@ -488,6 +488,7 @@ mod tests {
             path: vec!["mcpServers".to_owned(), "fs".to_owned()],
             original: region.clone(),
             wrapped: region,
+            values: None,
         };
         record.add("claude-code", Path::new("/h/.mcp.json"), vec![entry]);
         let error = record.save(dir.path()).unwrap_err().to_string();
