@@ -159,8 +159,15 @@ impl Contents {
 }
 
 /// The entries of `history` (oldest first) that a `log` request asks for, newest first: of
-/// `workspace` if given, older than revision `before` if given, at most `limit`. Also whether
-/// more such entries remain beyond them.
+/// `workspace` if given, older than revision `before` if given, at most `limit`, and no more
+/// than one page can carry. Also whether more such entries remain beyond them.
+///
+/// Only what one page can carry is copied: entries are taken until their text alone
+/// ([`least_json_bytes`], never more than their JSON) passes [`LOG_PAGE_BYTES`], so that [`page`]
+/// cuts the page at the same entry as if every entry had been taken. Copying every entry asked
+/// for (the whole history of 1,000 entries of up to 16 KiB each, for a request without a limit)
+/// made each concurrent `log` request hold tens of MiB for an answer of 256 KiB, which the
+/// allocator kept after the clients left.
 pub fn select(
     history: &VecDeque<HistoryEntryV1>,
     workspace: Option<&WorkspaceName>,
@@ -172,9 +179,35 @@ pub fn select(
         .rev()
         .filter(|e| before.is_none_or(|b| e.revision < b))
         .filter(|e| workspace.is_none_or(|w| &e.workspace == w));
-    let selected: Vec<HistoryEntryV1> = matching.by_ref().take(limit).cloned().collect();
+    let mut selected = Vec::new();
+    let mut least_bytes = 0;
+    for entry in matching.by_ref().take(limit) {
+        if least_bytes > LOG_PAGE_BYTES {
+            // The page is full with what is taken: this entry is for a later page.
+            return (selected, true);
+        }
+        least_bytes += least_json_bytes(entry);
+        selected.push(entry.clone());
+    }
     let more = matching.next().is_some();
     (selected, more)
+}
+
+/// A lower bound of the bytes of `entry`'s JSON: its texts, each written at least whole.
+fn least_json_bytes(entry: &HistoryEntryV1) -> usize {
+    let text = |text: &Option<String>| text.as_deref().map_or(0, str::len);
+    let root = |root: &StoredRootV1| root.uri.len() + root.name.as_deref().map_or(0, str::len);
+    let renamed = |renamed: &RenamedV1| {
+        renamed.uri.len() + text(&renamed.name) + text(&renamed.previous_name)
+    };
+    entry.workspace.as_str().len()
+        + entry
+            .added
+            .iter()
+            .chain(&entry.removed)
+            .map(root)
+            .sum::<usize>()
+        + entry.renamed.iter().map(renamed).sum::<usize>()
 }
 
 /// The recorded changes `params` asks for, newest first ([`select`], then [`page`]), from the
@@ -480,7 +513,7 @@ mod tests {
             contents.apply(&change(revision, "w", roots));
         }
         let (selected, more) = select(&contents.history, None, None, usize::MAX);
-        assert!(!more);
+        assert!(more, "select takes no more than a page can carry");
         let (entries, more) = page(selected, more);
         assert!(more, "200 entries of 8 KB do not fit in one page");
         let bytes = serde_json::to_vec(&entries).unwrap().len();
@@ -499,6 +532,30 @@ mod tests {
         let (one, _) = select(&contents.history, None, None, 1);
         let (entries, _) = page(one, false);
         assert_eq!(entries.len(), 1);
+    }
+
+    #[test]
+    fn a_log_request_copies_about_one_page_of_the_history_not_all_of_it() {
+        // The largest history: 1,000 entries listing 16 KiB of roots each.
+        let pad = "q".repeat(200);
+        let mut contents = Contents::default();
+        for revision in 1..=1000 {
+            let roots = (0..(HISTORY_ENTRY_ROOT_BYTES / 230) as u64)
+                .map(|k| root(&format!("file:///{pad}/{revision}/{k}"), None))
+                .collect();
+            contents.apply(&change(revision, &format!("w{revision}"), roots));
+        }
+        let (selected, more) = select(&contents.history, None, None, usize::MAX);
+        assert!(more);
+        let copied: usize = selected.iter().map(least_json_bytes).sum();
+        assert!(
+            copied <= LOG_PAGE_BYTES + HISTORY_ENTRY_ROOT_BYTES + 64,
+            "a page's answer copied {} entries, {copied} bytes of text",
+            selected.len()
+        );
+        // The page is the one every entry would have made.
+        let every: Vec<HistoryEntryV1> = contents.history.iter().rev().cloned().collect();
+        assert_eq!(page(selected, true), page(every, false));
     }
 
     #[test]

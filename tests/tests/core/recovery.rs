@@ -1,5 +1,6 @@
 //! `rootsd --recover` as a user meets it: killed halfway, run twice in a second, on a database
-//! sled panics on, after a crash plus a damaged journal, and after a journal was deleted. In
+//! sled panics on, after a crash plus a damaged journal, after a journal's tail was zero-filled,
+//! and after a journal was deleted. In
 //! every case a start either refuses naming `--recover` or serves every acknowledged root, and
 //! recovery keeps every change whose record checks out and says what it could not keep.
 
@@ -285,4 +286,57 @@ fn a_journal_deleted_after_a_crash_is_refused_not_served_short() {
     );
     let _daemon = sb.start_daemon();
     assert_eq!(listed(&sb).len(), added.len() - 1, "what the database held");
+}
+
+/// The byte at which the journal's record of `revision` starts.
+fn record_start(journal: &[u8], revision: usize) -> usize {
+    let text = String::from_utf8_lossy(journal);
+    let at = text
+        .find(&format!("\"revision\":{revision},"))
+        .unwrap_or_else(|| panic!("the record of revision {revision}"));
+    text[..at].rfind('\n').map_or(0, |newline| newline + 1)
+}
+
+#[test]
+fn a_journal_tail_zero_filled_over_synced_records_is_refused_and_recover_names_what_it_lost() {
+    let sb = Sandbox::new();
+    let daemon = sb.start_daemon();
+    let mut added = add(&sb, "zeroed", 121);
+    stop(daemon);
+    // The database as a crash before sled took the last changes leaves it: at revision 121.
+    let behind = sb.path().join("db-at-121");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(sb.state.join("db"))
+        .arg(&behind)
+        .status();
+    assert!(copied.is_ok_and(|s| s.success()), "cp -a the database");
+    let daemon = sb.start_daemon();
+    added.extend(add(&sb, "zeroed-late", 9));
+    stop(daemon);
+    std::fs::remove_dir_all(sb.state.join("db")).unwrap();
+    std::fs::rename(&behind, sb.state.join("db")).unwrap();
+    // The records of revisions 122 to 130, each synced before it was acknowledged, zero-filled
+    // to the end of the file, as a disk or file system may leave them.
+    let journal = sb.state.join("roots.journal");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let start = record_start(&bytes, 122);
+    let zeroed = bytes.len() - start;
+    bytes[start..].fill(0);
+    std::fs::write(&journal, &bytes).unwrap();
+
+    let said = refused_start(&sb);
+    assert!(
+        said.contains(&format!("byte {start}"))
+            && said.contains(&format!("{zeroed} zero bytes"))
+            && said.contains("revision 121"),
+        "names where, how much and the last sound revision: {said}"
+    );
+    let report = recover(&sb);
+    assert!(
+        report.contains("COULD NOT KEEP") && report.contains("after revision 121"),
+        "names the revisions it could not keep: {report}"
+    );
+    let _daemon = sb.start_daemon();
+    assert_eq!(listed(&sb), added[..121], "every root a source still held");
 }

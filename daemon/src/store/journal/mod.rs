@@ -26,8 +26,9 @@
 //! other side: recovery starts from the newer of the database and the journal's sound part. When the records after its snapshot grow past [`COMPACT_AFTER`] it is
 //! rewritten as one snapshot (measured after the snapshot, because the snapshot itself, which
 //! holds the history, may be large).
-//! A last line without its newline is a write that never completed (and so was never
-//! acknowledged) and is dropped; any other line that does not check out is damage. Reading goes
+//! A last line without its newline that is the start of a record is a write that never
+//! completed (and so was never acknowledged) and is dropped; zeros or other bytes that are not
+//! (`not_a_torn_record`), and any other line that does not check out, are damage. Reading goes
 //! on past damage: every later record whose checksum holds is kept
 //! ([`Replay::after_damage`]), so that `rootsd --recover` can keep the changes acknowledged
 //! after a damaged record, and say exactly which it could not.
@@ -371,9 +372,23 @@ pub fn replay(bytes: &[u8]) -> Replay {
     let mut line_number = 0usize;
     while offset < bytes.len() {
         let Some(end) = memchr_newline(&bytes[offset..]) else {
-            // A last record without its newline never finished being written.
+            // A last record without its newline never finished being written, if it is the
+            // start of a record; bytes that cannot be are damage where records may have been.
             let rest = &bytes[offset..];
-            replay.torn = rest.len() as u64;
+            match not_a_torn_record(rest) {
+                None => replay.torn = rest.len() as u64,
+                Some(reason) => {
+                    let damage = Damage {
+                        line: line_number + 1,
+                        offset: offset as u64,
+                        reason,
+                    };
+                    match replay.damage {
+                        None => replay.damage = Some(damage),
+                        Some(_) => replay.more_damage.push(damage),
+                    }
+                }
+            }
             break;
         };
         line_number += 1;
@@ -483,6 +498,42 @@ pub fn replay(bytes: &[u8]) -> Replay {
         });
     }
     replay
+}
+
+/// Why `rest`, the bytes after the last whole line, cannot be a record rootsd began to write and
+/// never finished; `None` if they can.
+///
+/// rootsd writes a batch of whole records with one `pwrite` and acknowledges none of them before
+/// its `fdatasync`, so a crash in between may leave the start of a record (eight hex digits, a
+/// space, a JSON object), which is dropped, safely. Zeros, or bytes that do not begin a record,
+/// are not what that leaves when the write itself reached the file: they are what a disk or a
+/// file system leaves over records, perhaps over records already synced and acknowledged, and
+/// the journal cannot tell which revisions they held. So they are damage, refused at start and
+/// named by `--recover`, never taken for an end. (A file system that extends a file before its
+/// data reaches the disk may leave zeros for a write that was never synced: refusing that too
+/// costs a `--recover`, which keeps every sound record, and serves nothing short.)
+fn not_a_torn_record(rest: &[u8]) -> Option<String> {
+    let starts_a_record = rest.iter().enumerate().all(|(k, &byte)| match k {
+        0..=7 => byte.is_ascii_hexdigit(),
+        8 => byte == b' ',
+        9 => byte == b'{',
+        _ => byte != 0,
+    });
+    if starts_a_record {
+        return None;
+    }
+    let zeros = rest.iter().filter(|&&byte| byte == 0).count();
+    Some(if zeros == rest.len() {
+        format!(
+            "holds {} zero bytes up to the end of the file, where a record or records had been",
+            rest.len()
+        )
+    } else {
+        format!(
+            "holds {} bytes up to the end of the file ({zeros} of them zero) that are not the start of a record",
+            rest.len()
+        )
+    })
 }
 
 /// The change a record holds, if it holds one.

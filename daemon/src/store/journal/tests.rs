@@ -217,6 +217,41 @@ fn an_unfinished_last_record_is_dropped_not_damage() {
 }
 
 #[test]
+fn zeros_or_stray_bytes_after_the_last_whole_record_are_damage_not_a_torn_write() {
+    let whole = journal(&[
+        base(),
+        Entry::Change(change(1, "a", &["file:///x"])),
+        Entry::Change(change(2, "a", &["file:///x", "file:///y"])),
+    ]);
+    let start = line_ends(&whole)[1] + 1;
+    // The record of revision 2 zero-filled (a file system's damage over a synced record), or
+    // overwritten with bytes that do not start a record, up to the end of the file.
+    let mut zeroed = whole.clone();
+    zeroed[start..].fill(0);
+    let mut stray = whole.clone();
+    stray[start..].fill(b'x');
+    for (what, bytes) in [("zeros", zeroed), ("stray bytes", stray)] {
+        let replay = replay(&bytes);
+        let damage = replay.damage.as_ref().expect(what);
+        assert_eq!(damage.line, 3, "{what}");
+        assert_eq!(damage.offset, start as u64, "{what}");
+        let len = whole.len() - start;
+        assert!(
+            damage.reason.contains(&format!("{len}")),
+            "{what}: {damage}"
+        );
+        assert_eq!(replay.revision(), 1, "{what}");
+        assert_eq!(replay.torn, 0, "{what}");
+    }
+    // The start of a record, however short, is still a torn write.
+    for cut in 1..20 {
+        let replay = replay(&whole[..start + cut]);
+        assert_eq!(replay.damage, None, "cut {cut} bytes into the record");
+        assert_eq!(replay.torn, cut as u64);
+    }
+}
+
+#[test]
 fn a_flipped_byte_anywhere_in_a_whole_record_is_damage() {
     let bytes = journal(&[
         base(),

@@ -66,6 +66,15 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
             "database",
         ));
     }
+    if replay.torn > 0 {
+        tracing::warn!(
+            journal = %journal_path.display(),
+            offset = replay.valid_len,
+            bytes = replay.torn,
+            revision = replay.revision(),
+            "the journal ends in part of a record, a write rootsd began but never synced (so never acknowledged) before it stopped; it is cut off, and the store is served at the revision of the last whole record"
+        );
+    }
     let from_journal = replay.contents();
     if store.was_fresh() && from_journal.revision > 0 {
         return Err(damaged(
@@ -102,7 +111,18 @@ pub fn open(state_dir: &Path) -> Result<Opened, StoreError> {
         && in_database.revision >= replay.checkpoint
         && in_database == replay.at(in_database.revision);
     if !behind {
-        let why = if in_database.revision < replay.checkpoint {
+        let why = if in_database.revision > from_journal.revision {
+            // The database is written only after the journal's sync, so what it holds past the
+            // journal was acknowledged and is gone from the journal.
+            format!(
+                "the database holds {}, but the journal's records end at revision {} (byte {}), so the journal lost the records of revisions {} to {}, which were acknowledged",
+                in_database.describe(),
+                from_journal.revision,
+                replay.valid_len,
+                from_journal.revision + 1,
+                in_database.revision
+            )
+        } else if in_database.revision < replay.checkpoint {
             format!(
                 "the database holds {}, but it was checkpointed at revision {}, so it lost changes it had stored; the journal holds {}",
                 in_database.describe(),

@@ -53,6 +53,14 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
     }
     let snapshot_damaged = replay.is_some_and(|r| r.damage.as_ref().is_some_and(|d| d.line == 1));
     let journal = replay.map(Replay::contents);
+    // A journal whose sound part ends short of the database lost records it had synced: those
+    // the database holds are kept from it, and anything acknowledged after them is gone.
+    let short = match (&journal, &database) {
+        (Some(journal), Some(database)) if database.revision > journal.revision => {
+            Some((journal.revision, database.revision))
+        }
+        _ => None,
+    };
     let (mut contents, mut from) = match (journal, database) {
         (None, None) => return None,
         (None, Some(database)) => {
@@ -125,6 +133,16 @@ pub fn decide(replay: Option<&Replay>, database: Option<Contents>) -> Option<Dec
         lost.push(format!(
             "whatever the journal's damaged last record(s), from line {last}, held after revision {}: a change acknowledged just before rootsd stopped, if they held one",
             contents.revision
+        ));
+    }
+    if let Some((journal_revision, database_revision)) = short
+        && contents.revision == database_revision
+        && !lost
+            .iter()
+            .any(|l| l.starts_with("whatever the journal's damaged last"))
+    {
+        lost.push(format!(
+            "any change acknowledged after revision {database_revision}: the journal's records end at revision {journal_revision}, short of the database's {database_revision}, so the journal lost records it had synced, and no source holds a revision after {database_revision}"
         ));
     }
     if applied > 0 {
