@@ -24,6 +24,7 @@ pub mod table;
 mod tests;
 pub mod toml;
 pub mod tree;
+pub mod verify;
 pub mod write;
 pub mod yaml;
 

@@ -232,6 +232,7 @@ pub fn wrap(
     let root = editor.parse(text)?;
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut remembered = Vec::new();
+    let mut lines = Vec::new();
     for (path, entry) in entries(&root, shape) {
         let Transport::Stdio {
             command,
@@ -248,6 +249,10 @@ pub fn wrap(
         }
         new.push("--".to_owned());
         new.extend(command);
+        lines.push((
+            path.clone(),
+            [std::slice::from_ref(&wrapping.rootsctl), &new].concat(),
+        ));
         let quoted = |items: &[String]| items.iter().map(|s| quote(s)).collect::<Vec<_>>();
         let command_member = map.get(shape.command).expect("a stdio entry has a command");
         let mut entry_edits = Vec::new();
@@ -286,8 +291,10 @@ pub fn wrap(
         edits.extend(entry_edits);
     }
     edits.sort_by_key(|(span, _)| span.start);
+    let new = splice(text, 0, &edits);
+    super::verify::wrapped(editor, shape, text, &new, &lines)?;
     Ok(Plan {
-        text: splice(text, 0, &edits),
+        text: new,
         edits,
         remembered,
     })
@@ -333,6 +340,12 @@ pub fn unwrap(
         edits,
         remembered: Vec::new(),
     };
+    let restored = remembered.iter().zip(&outcomes);
+    let restored: Vec<_> = restored
+        .filter(|(_, o)| **o == Outcome::Restored)
+        .map(|(e, _)| &e.path)
+        .collect();
+    super::verify::unwrapped(editor, shape, text, &plan.text, &restored)?;
     Ok((plan, outcomes))
 }
 
