@@ -9,7 +9,8 @@
 //! `*common` is edited by writing its own list in place of the alias; an alias of anything
 //! larger stays unread ([`Kind::Other`]), so no entry is ever edited through another's bytes.
 //! For the check after a plan ([`values`]), every alias reads as what it names, so that an edit
-//! of an anchored value shows wherever that value is used.
+//! of an anchored value shows wherever that value is used. A mapping with a merge key (`<<`) is
+//! left unread by the planner: hosts' readers disagree on what it holds.
 
 use std::collections::HashMap;
 
@@ -208,9 +209,20 @@ impl<'t> Builder<'t> {
             if event == Event::MappingEnd {
                 let last = members.last().map(|m: &Member| m.value.span.end);
                 let end = self.end(inline, key_span, last, start);
+                // A merge key (`<<: *defaults`) is read by some hosts' readers and not by
+                // others (serde_yaml does not merge), so what such a mapping's entry runs is not
+                // known: the planner leaves it unread, and never edits it.
+                let merges = members
+                    .iter()
+                    .any(|m| self.text.get(m.key_span.clone()) == Some("<<"));
+                let kind = if merges && !self.resolve_all {
+                    Kind::Other
+                } else {
+                    Kind::Map(Map { members, inline })
+                };
                 return Ok(Node {
                     span: start..end.max(start),
-                    kind: Kind::Map(Map { members, inline }),
+                    kind,
                 });
             }
             let key = self.node(event, key_span, depth + 1)?;

@@ -388,3 +388,33 @@ fn an_edit_that_would_change_another_value_is_refused_naming_it() {
         assert!(error.contains("it was not made"), "{name}: {error}");
     }
 }
+
+#[test]
+fn an_entry_with_a_merge_key_is_left_alone_and_its_neighbours_wrapped() {
+    // PyYAML and js-yaml merge `<<`, serde_yaml (Goose) does not: what the entry runs depends
+    // on the host, so it is never edited.
+    let host = table::find("goose").unwrap();
+    let text = "defaults: &d\n  type: stdio\n  args: [-y]\nextensions:\n  merged:\n    <<: *d\n    cmd: npx\n  plain:\n    type: stdio\n    cmd: srv\n  quoted:\n    \"<<\": not a merge\n    type: stdio\n    cmd: srv\n";
+    let planned = plan::wrap(text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
+    let names: Vec<&str> = planned
+        .remembered
+        .iter()
+        .map(|r| r.path.last().unwrap().as_str())
+        .collect();
+    assert_eq!(names, ["plain", "quoted"], "{}", planned.text);
+    assert!(
+        planned
+            .text
+            .contains("  merged:\n    <<: *d\n    cmd: npx\n"),
+        "{}",
+        planned.text
+    );
+    let merged = servers(host, text)
+        .into_iter()
+        .find(|s| s.name == "merged")
+        .unwrap();
+    assert!(
+        matches!(merged.transport, Transport::Unusable { .. }),
+        "{merged:?}"
+    );
+}
