@@ -20,6 +20,7 @@ mod gone;
 mod host_clis;
 mod host_roots;
 mod hosts;
+mod hosts_yaml;
 mod interop;
 mod lifecycle;
 mod lines;
