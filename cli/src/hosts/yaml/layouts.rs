@@ -2,8 +2,8 @@
 //! js-yaml and serde_yaml write (`fixtures/yaml/`, whose README says how each was made), and
 //! hand-written ones with the constructs those writers do not use. Each is held to the same
 //! promises as every host's file: the stdio servers are wrapped, each runs the proxy in front of
-//! exactly its original command, nothing else in the file means anything new, and unwrap gives
-//! back the original bytes. Where an edit cannot keep those promises, wrap refuses, naming
+//! exactly its original command, nothing else in the file means anything new (as rootsctl reads
+//! it, and as serde_yaml, Goose's own reader, does), and unwrap gives back the original bytes. Where an edit cannot keep those promises, wrap refuses, naming
 //! where.
 
 use crate::hosts::plan::{self, Outcome, Transport, Wrapping};
@@ -181,6 +181,64 @@ fn render(
     }
 }
 
+/// The value at `path` as `plan` names it (a list's item by its `name`, else `#INDEX`).
+fn serde_at<'v>(
+    value: &'v mut serde_yaml::Value,
+    path: &[String],
+) -> Option<&'v mut serde_yaml::Value> {
+    let mut value = value;
+    for segment in path {
+        value = match value {
+            serde_yaml::Value::Mapping(map) => map.get_mut(segment.as_str())?,
+            serde_yaml::Value::Sequence(items) => {
+                let index = items
+                    .iter()
+                    .position(|i| i.get("name").and_then(|n| n.as_str()) == Some(segment))
+                    .or_else(|| segment.strip_prefix('#')?.parse().ok())?;
+                items.get_mut(index)?
+            }
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// Goose's own reader, serde_yaml (libyaml's parser), reads the wrapped file as meant: each
+/// wrapped entry runs the proxy in front of its command, and nothing else differs from the
+/// original as it reads that.
+fn as_serde_yaml_reads(name: &str, host: &Host, old: &str, new: &str, after: &[plan::Server]) {
+    let read = |text: &str| -> serde_yaml::Value {
+        serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name}: serde_yaml: {e}\n{text}"))
+    };
+    let (mut old, mut new) = (read(old), read(new));
+    let args = host.shape.args.unwrap();
+    for server in after {
+        let Transport::Stdio { command, .. } = &server.transport else {
+            continue;
+        };
+        let entry = serde_at(&mut new, &server.path)
+            .unwrap()
+            .as_mapping_mut()
+            .unwrap();
+        let program = entry.remove(host.shape.command).unwrap();
+        let rest = entry
+            .remove(args)
+            .unwrap_or(serde_yaml::Value::Sequence(Vec::new()));
+        let line: Vec<String> = std::iter::once(program)
+            .chain(rest.as_sequence().unwrap().iter().cloned())
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(&line, command, "{name}: serde_yaml reads {}", server.name);
+        let entry = serde_at(&mut old, &server.path)
+            .unwrap()
+            .as_mapping_mut()
+            .unwrap();
+        entry.remove(host.shape.command);
+        entry.remove(args);
+    }
+    assert_eq!(old, new, "{name}: serde_yaml reads nothing else changed");
+}
+
 /// Wraps `text` as `host`'s file and holds the result to every promise; returns the new text.
 fn wrapped_as_promised(name: &str, host: &Host, text: &str, expect: &[&str]) -> String {
     let editor = host.format.editor();
@@ -246,6 +304,7 @@ fn wrapped_as_promised(name: &str, host: &Host, text: &str, expect: &[&str]) -> 
         "{name}: a control character written raw\n{}",
         planned.text
     );
+    as_serde_yaml_reads(name, host, text, &planned.text, &after);
     let again = plan::wrap(&planned.text, editor, &host.shape, &wrapping(host)).unwrap();
     assert!(
         again.edits.is_empty(),
