@@ -21,6 +21,25 @@ use super::tree::{Kind, Map, Member, Node};
 /// Deeper than any host's file, shallow enough that the recursion cannot exhaust the stack.
 const MAX_DEPTH: usize = 128;
 
+/// How many values all of a file's aliases may stand for: far more than any host's file holds,
+/// few enough to read in well under a second.
+const MAX_EXPANDED: usize = 1 << 20;
+
+/// How many values `node` holds, itself included.
+fn size(node: &Node) -> usize {
+    match &node.kind {
+        Kind::Map(map) => {
+            1 + map
+                .members
+                .iter()
+                .map(|m| 1 + size(&m.value))
+                .sum::<usize>()
+        }
+        Kind::Seq(items) => 1 + items.iter().map(size).sum::<usize>(),
+        Kind::Str(_) | Kind::Other => 1,
+    }
+}
+
 /// The planner's view: spans for splicing, aliases of larger values left unread.
 pub fn parse(text: &str) -> Result<Node, String> {
     read(text, false)
@@ -42,6 +61,7 @@ fn read(text: &str, resolve_all: bool) -> Result<Node, String> {
         text,
         anchors: HashMap::new(),
         resolve_all,
+        expanded: 0,
     };
     loop {
         match builder.next()? {
@@ -85,6 +105,8 @@ struct Builder<'t> {
     /// Each anchor's value, by the parser's id.
     anchors: HashMap<usize, Node>,
     resolve_all: bool,
+    /// How many values the aliases read so far stand for.
+    expanded: usize,
 }
 
 impl<'t> Builder<'t> {
@@ -126,7 +148,19 @@ impl<'t> Builder<'t> {
             start = after_properties(self.text, start);
         }
         let node = match event {
-            Event::Alias(id) => return Ok(self.alias(id, start..self.byte(span.end))),
+            Event::Alias(id) => {
+                let node = self.alias(id, start..self.byte(span.end));
+                // Aliases of aliases grow a file's values exponentially (the "billion laughs"):
+                // what they may add in all is bounded.
+                self.expanded += size(&node);
+                if self.expanded > MAX_EXPANDED {
+                    return Err(format!(
+                        "line {}: its aliases name more than {MAX_EXPANDED} values in all; write the values out",
+                        span.start.line()
+                    ));
+                }
+                return Ok(node);
+            }
             Event::Scalar(value, style, ..) => {
                 if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded) {
                     start = block_header(self.text, start);
@@ -419,6 +453,18 @@ mod tests {
         assert_eq!(&text[fs.get("envs").unwrap().value.span.clone()], "{}");
         let error = parse("a:\n  - b\n c: [\n").unwrap_err();
         assert!(error.starts_with("line "), "{error}");
+        let mut laughs = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (i, name) in "bcdefghij".chars().enumerate() {
+            let prev = (b'a' + i as u8) as char;
+            laughs.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
+        }
+        // The planner reads only aliases of strings and lists of strings, which stay small.
+        parse(&laughs).unwrap();
+        let error = values(&laughs).unwrap_err();
+        assert!(error.contains("aliases name more than"), "{error}");
         let error = parse("a: \"ok\"\nb: x\u{80}\n").unwrap_err();
         assert!(error.starts_with("line 2: the character U+0080"), "{error}");
         assert!(error.starts_with("line "), "{error}");
