@@ -197,7 +197,7 @@ fn refusal(
         .map(|line| format!(" (written there as `{line}`)"))
         .unwrap_or_default();
     format!(
-        "the edit planned for it would change {} from {} to {}{written}, which is not what was meant; it was not made: write that value plainly (a list of strings of its own, with no anchor, alias, tag or merge key) and retry",
+        "the edit planned for it would change {} from {} to {}{written}, which is not what was meant; it was not made: write that value, and the command and arguments of the servers to wrap, out in full (no anchor, alias or merge key tying them together) and retry",
         path.join("."),
         shown(before.at(path)),
         shown(after.at(path)),
