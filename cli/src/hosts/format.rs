@@ -16,6 +16,11 @@ pub enum Format {
 pub trait Editor {
     /// The file's values with their spans; the error names the line that does not parse.
     fn parse(&self, text: &str) -> Result<Node, String>;
+    /// What the file means, for the check after a plan: as [`Editor::parse`], but with every
+    /// reference to another value (a YAML alias) read as that value.
+    fn values(&self, text: &str) -> Result<Node, String> {
+        self.parse(text)
+    }
     /// A list of already quoted strings, laid out as `original` (the list it replaces) was.
     fn list(&self, items: &[String], original: Option<&Node>, text: &str) -> String;
     /// The text that, inserted right after `after`'s value, adds `key` with `value` to `map`.
@@ -96,8 +101,16 @@ impl Editor for Yaml {
         super::yaml::parse(text)
     }
 
+    fn values(&self, text: &str) -> Result<Node, String> {
+        super::yaml::values(text)
+    }
+
     fn list(&self, items: &[String], original: Option<&Node>, text: &str) -> String {
         match original {
+            // An alias (`*common`) is replaced by a list of this entry's own, on its line.
+            Some(Node { span, .. }) if text[span.clone()].starts_with('*') => {
+                format!("[{}]", items.join(", "))
+            }
             Some(node @ Node { span, .. })
                 if !text[span.clone()].starts_with('[')
                     && node.strings().is_some_and(|s| !s.is_empty()) =>

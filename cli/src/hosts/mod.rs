@@ -25,6 +25,7 @@ pub mod table;
 mod tests;
 pub mod toml;
 pub mod tree;
+pub mod verify;
 pub mod write;
 pub mod yaml;
 
@@ -221,9 +222,7 @@ fn list(
 ) -> anyhow::Result<()> {
     let mut listed = Vec::new();
     for f in found(context, &chosen(&[])?, project) {
-        let parsed = f.text.and_then(|t| {
-            plan::parse(&t, f.host.format.editor()).map_err(|e| format!("does not parse: {e}"))
-        });
+        let parsed = f.text.and_then(|t| plan::parse(&t, f.host.format.editor()));
         let (servers, error) = match parsed {
             Ok(root) => (plan::servers(&root, &f.host.shape), None),
             Err(e) => (Vec::new(), Some(e)),
@@ -372,13 +371,11 @@ fn wrap_hosts(
             ..base.clone()
         };
         let editor = f.host.format.editor();
-        // A file that could not be read says why itself; one that was read and does not parse
-        // is said to.
-        let planned = f.text.and_then(|t| {
-            plan::wrap(&t, editor, &f.host.shape, &wrapping)
-                .map(|p| (t, p))
-                .map_err(|e| format!("does not parse: {e}"))
-        });
+        // A file that could not be read says why itself, and so does one that does not parse
+        // (`plan::parse`) or whose planned edit was refused (`verify`).
+        let planned = f
+            .text
+            .and_then(|t| plan::wrap(&t, editor, &f.host.shape, &wrapping).map(|p| (t, p)));
         let (text, planned) = match planned {
             Ok(ok) => ok,
             Err(e) => {
@@ -523,9 +520,7 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
             Err(e) => Err(format!("cannot read it: {e}")),
         };
         let planned = text.and_then(|t| {
-            plan::unwrap(&t, host.format.editor(), &host.shape, &f.entries)
-                .map(|p| (t, p))
-                .map_err(|e| format!("does not parse: {e}"))
+            plan::unwrap(&t, host.format.editor(), &host.shape, &f.entries).map(|p| (t, p))
         });
         let (text, (planned, outcomes)) = match planned {
             Ok(ok) => ok,

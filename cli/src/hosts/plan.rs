@@ -273,8 +273,13 @@ pub fn region_of(root: &Node, shape: &Shape, path: &[String]) -> Option<Range<us
 }
 
 /// `text` read by `editor`, refused when a table has a key twice: hosts read such a file each
-/// their own way (the first or the last wins), so no entry of it can be told for sure.
+/// their own way (the first or the last wins), so no entry of it can be told for sure. The error
+/// says the file does not parse, which tells it from a planned edit that was refused.
 pub fn parse(text: &str, editor: &dyn Editor) -> Result<Node, String> {
+    parse_unique(text, editor).map_err(|e| format!("does not parse: {e}"))
+}
+
+fn parse_unique(text: &str, editor: &dyn Editor) -> Result<Node, String> {
     let root = editor.parse(text)?;
     let mut stack = vec![&root];
     while let Some(node) = stack.pop() {
@@ -311,6 +316,7 @@ pub fn wrap(
     let root = parse(text, editor)?;
     let mut edits: Vec<(Range<usize>, String)> = Vec::new();
     let mut remembered = Vec::new();
+    let mut lines = Vec::new();
     for (path, entry) in entries(&root, shape) {
         let Transport::Stdio {
             command,
@@ -327,6 +333,10 @@ pub fn wrap(
         }
         new.push("--".to_owned());
         new.extend(command.iter().cloned());
+        lines.push((
+            path.clone(),
+            [std::slice::from_ref(&wrapping.rootsctl), &new].concat(),
+        ));
         let quoted = |items: &[String]| items.iter().map(|s| quote(s)).collect::<Vec<_>>();
         let command_member = map.get(shape.command).expect("a stdio entry has a command");
         let mut entry_edits = Vec::new();
@@ -367,8 +377,10 @@ pub fn wrap(
         edits.extend(entry_edits);
     }
     edits.sort_by_key(|(span, _)| span.start);
+    let new = splice(text, 0, &edits);
+    super::verify::wrapped(editor, shape, text, &new, &lines)?;
     Ok(Plan {
-        text: splice(text, 0, &edits),
+        text: new,
         edits,
         remembered,
     })
@@ -505,6 +517,12 @@ pub fn unwrap(
         edits,
         remembered: Vec::new(),
     };
+    let restored = remembered.iter().zip(&outcomes);
+    let restored: Vec<_> = restored
+        .filter(|(_, o)| **o == Outcome::Restored)
+        .map(|(e, _)| &e.path)
+        .collect();
+    super::verify::unwrapped(editor, shape, text, &plan.text, &restored)?;
     Ok((plan, outcomes))
 }
 

@@ -70,8 +70,9 @@ impl Node {
 }
 
 /// `s` as a double-quoted string that JSON, TOML's basic strings and YAML's double-quoted
-/// scalars all read back as `s`: quotes, backslashes and control characters (DEL included,
-/// which YAML does not allow raw) are escaped as `\"`, `\\` and `\uXXXX`.
+/// scalars all read back as `s`: quotes, backslashes and control characters (DEL, the C1
+/// controls U+0080 to U+009F and U+FFFE/U+FFFF included, which YAML does not allow raw) are
+/// escaped as `\"`, `\\` and `\uXXXX`.
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -79,7 +80,10 @@ pub fn quote(s: &str) -> String {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            c if (c as u32) < 0x20
+                || (0x7f..=0x9f).contains(&(c as u32))
+                || matches!(c, '\u{fffe}' | '\u{ffff}') =>
+            {
                 out.push_str(&format!("\\u{:04x}", c as u32));
             }
             c => out.push(c),
@@ -133,6 +137,10 @@ mod tests {
     fn quoting_is_read_back_alike_by_every_format() {
         assert_eq!(quote("a\"b\\c"), r#""a\"b\\c""#);
         assert_eq!(quote("tab\tdel\x7f"), r#""tab\u0009del\u007f""#);
+        assert_eq!(
+            quote("\u{80}\u{85}\u{9f}\u{a0}\u{ffff}"),
+            "\"\\u0080\\u0085\\u009f\u{a0}\\uffff\""
+        );
         assert_eq!(quote("${workspaceFolder}/é"), "\"${workspaceFolder}/é\"");
         let read: String = serde_json::from_str(&quote("x\n\u{1}\"\\")).unwrap();
         assert_eq!(read, "x\n\u{1}\"\\");

@@ -22,6 +22,7 @@ mod host_roots;
 mod host_saves;
 mod hosts;
 mod hosts_writes;
+mod hosts_yaml;
 mod interop;
 mod lifecycle;
 mod lines;
