@@ -45,3 +45,36 @@ fn scripts_test_run_as_another_user_than_root_stops_first_and_says_why() {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// `scripts/install-test-deps`, which `scripts/test` runs first, on a machine where the Debian
+/// packages are missing and there is no apt-get to install them: it must name them and stop,
+/// rather than leave a later step to fail on the first of them.
+#[test]
+fn install_test_deps_names_the_packages_it_cannot_install_without_apt_get() {
+    let sb = Sandbox::new();
+    // A PATH with bash, dirname and cargo, and none of the suite's other tools.
+    let bin = sb.mkdir("bin");
+    for tool in ["bash", "dirname", "cargo"] {
+        let found = Command::new("bash")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .expect("run bash");
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+        assert!(!path.is_empty(), "{tool} is missing: install it");
+        std::os::unix::fs::symlink(&path, bin.join(tool)).expect("link a tool into the PATH");
+    }
+    let mut cmd = Command::new(bin.join("bash"));
+    cmd.arg(repo().join("scripts/install-test-deps"))
+        .env("PATH", &bin)
+        .current_dir("/");
+    let output = output_within(&mut cmd);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("there is no apt-get")
+            && ["systemd", "zsh", "fish", "strace", "nodejs", "python3"]
+                .iter()
+                .all(|package| said.contains(package)),
+        "{said}"
+    );
+}

@@ -1,8 +1,8 @@
 //! End-to-end tests of `rootsctl proxy`: a stdio MCP server behind rootsd, driven by a test that
-//! plays the host. Interop tests run real servers from npm, the reference filesystem server and
-//! server-everything (node, installed with `npm ci --prefix tests/interop`); the others run a
-//! scripted fake server (tests/fixtures/fake_mcp_server.py, Python 3) that logs every line it
-//! receives, byte for byte.
+//! plays the host. Interop tests run real servers from npm, the reference filesystem server,
+//! server-everything and mcp-ripgrep (node, installed with `npm ci --prefix tests/interop`); the
+//! others run a scripted fake server (tests/fixtures/fake_mcp_server.py, Python 3) that logs
+//! every line it receives, byte for byte.
 //!
 //! Every test drives the real binaries (build them first: `cargo build --workspace --bins`).
 
@@ -29,6 +29,7 @@ mod lines;
 mod map;
 mod modern;
 mod passthrough;
+mod recipes;
 mod restart;
 mod sessions;
 mod streaming;

@@ -14,7 +14,9 @@ use rootsd_tests::accounts::{Account, account, dir_of, require_root, share_binar
 use rootsd_tests::{Reaped, Sandbox, answers, bin, eventually, output_within, setpriv};
 use serde_json::json;
 
-use crate::support::{Watched, activate, assert_exit, socket_activate, systemd_tool, text};
+use crate::support::{
+    Watched, activate, assert_exit, listening, socket_activate, systemd_tool, text,
+};
 
 /// Ids no real account is likely to use.
 const GROUP: u32 = 42_420;
@@ -158,8 +160,7 @@ pub(crate) fn shared_service(sb: &Sandbox) -> Watched {
         .arg(&sb.socket)
         .arg("--state-dir")
         .arg(home.join("state"));
-    let mut daemon = Watched::spawn(cmd);
-    daemon.poll("systemd-socket-activate to listen", || sb.socket.exists());
+    let mut daemon = listening(sb, cmd);
     let members = rootsd_tests::accounts::group(MEMBERS);
     chown(&sb.socket, Some(0), Some(members)).unwrap();
     fs::set_permissions(&sb.socket, fs::Permissions::from_mode(0o660)).unwrap();
@@ -332,16 +333,17 @@ fn admin_group_needs_allow_group_and_a_group_that_exists() {
     assert_exit(&output, 2, "--admin-group without --allow-group");
     assert!(text(&output.stderr).contains("--allow-group"), "{output:?}");
 
-    let mut daemon = Watched::spawn(socket_activate(
+    let mut daemon = listening(
         &sb,
-        &[
-            "--allow-group",
-            "--admin-group",
-            "rootsd-test-no-such-group",
-        ],
-    ));
-    fs::create_dir_all(sb.socket.parent().unwrap()).unwrap();
-    daemon.poll("systemd-socket-activate to listen", || sb.socket.exists());
+        socket_activate(
+            &sb,
+            &[
+                "--allow-group",
+                "--admin-group",
+                "rootsd-test-no-such-group",
+            ],
+        ),
+    );
     // The first connection starts rootsd, which gives up before serving it.
     let _first = std::os::unix::net::UnixStream::connect(&sb.socket).unwrap();
     daemon.wait_for_log("there is no group \"rootsd-test-no-such-group\" in /etc/group");

@@ -8,11 +8,33 @@ use rootsd_tests::{Sandbox, answers, bin};
 use rustix::process::Signal;
 use serde_json::{Value, json};
 
-use crate::support::{NotifySocket, activate, socket_activate, start, status_of, systemd_tool};
+use crate::support::{
+    NotifySocket, activate, listening, socket_activate, start, status_of, systemd_tool,
+    with_late_listen,
+};
 
 fn status_json(sb: &Sandbox) -> Value {
     let text = sb.ctl_ok(&["status", "--json"]);
     serde_json::from_str(&text).expect("status --json prints JSON")
+}
+
+/// systemd-socket-activate creates its socket file (bind) before it listens, and a connection in
+/// between is refused: a test that connected as soon as the file existed failed so under load.
+/// Holding its `listen()` back for a second makes that moment certain; the shared helper still
+/// returns only once a single connection, made without retrying, is accepted.
+#[test]
+fn the_tests_connect_once_the_activator_listens_not_once_its_socket_file_exists() {
+    let sb = Sandbox::new();
+    let late = with_late_listen(&socket_activate(&sb, &[]), Duration::from_secs(1));
+    let mut rootsd = listening(&sb, late);
+    let first = std::os::unix::net::UnixStream::connect(&sb.socket);
+    assert!(
+        first.is_ok(),
+        "the first connection after the helper returned failed: {first:?}"
+    );
+    rootsd.poll("rootsd to answer on the inherited socket", || {
+        answers(&sb.socket)
+    });
 }
 
 #[test]

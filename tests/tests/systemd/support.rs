@@ -280,24 +280,59 @@ pub fn start(sandbox: &Sandbox, cmd: Command) -> Watched {
     watched
 }
 
-/// Starts `cmd` (systemd-socket-activate, or a shell that execs it) and waits until it listens:
-/// the socket file exists, but rootsd has not run, since nothing has connected yet. Then connects,
-/// which starts rootsd, and waits until it answers.
-pub fn activate(sandbox: &Sandbox, cmd: Command) -> Watched {
+/// Starts `cmd` (systemd-socket-activate, or a shell or tracer that execs it) and waits until it
+/// listens, which is later than its socket file appears: it binds the socket (creating the file)
+/// and calls `listen()` only after, so a connection made in between is refused (ECONNREFUSED).
+/// It logs `Listening on PATH as FD.` once `listen()` has returned, so the test waits for that
+/// line instead. rootsd has not run yet, since nothing has connected.
+pub fn listening(sandbox: &Sandbox, cmd: Command) -> Watched {
     fs::create_dir_all(sandbox.socket.parent().expect("the socket has a directory"))
         .expect("create the socket directory");
     let mut watched = Watched::spawn(cmd);
-    watched.poll("systemd-socket-activate to listen", || {
-        sandbox.socket.exists()
-    });
+    watched.wait_for_log(&format!("Listening on {}", sandbox.socket.display()));
+    assert!(
+        sandbox.socket.exists(),
+        "systemd-socket-activate said it listens, but {} does not exist",
+        sandbox.socket.display()
+    );
     assert!(
         !sandbox.state.exists(),
         "rootsd ran before anything connected to the socket"
     );
+    watched
+}
+
+/// [`listening`], then connects, which starts rootsd, and waits until it answers.
+pub fn activate(sandbox: &Sandbox, cmd: Command) -> Watched {
+    let mut watched = listening(sandbox, cmd);
     watched.poll("rootsd to answer on the inherited socket", || {
         answers(&sandbox.socket)
     });
     watched
+}
+
+/// `cmd` run under strace with every `listen()` held back by `delay`, which widens the moment
+/// between systemd-socket-activate creating its socket file and listening on it from
+/// microseconds to `delay`, as a loaded machine may. What strace runs is killed when strace is
+/// (`setpriv --pdeathsig KILL`, kept across the activator's exec of rootsd), since strace 6.1
+/// has no `--kill-on-exit` and would otherwise leave it running when the test kills strace.
+pub fn with_late_listen(cmd: &Command, delay: std::time::Duration) -> Command {
+    assert!(
+        Command::new("strace")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success()),
+        "strace is not installed; this test needs it (apt-get install strace)"
+    );
+    let mut traced = Command::new("strace");
+    traced
+        .args(["-qq", "-o", "/dev/null", "-e", "trace=listen", "-e"])
+        .arg(format!("inject=listen:delay_enter={}", delay.as_micros()))
+        .args(["setpriv", "--pdeathsig", "KILL", "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    traced
 }
 
 /// Output as text, for assertions.
