@@ -4,33 +4,21 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rootsd_tests::{Reaped, Sandbox, output_within};
 use serde_json::Value;
 
 use crate::host::Proxy;
-use crate::support::{assert_exit, filesystem_server, stderr_of, stdout_of};
+use crate::support::{as_user, assert_exit, filesystem_server, stderr_of, stdout_of};
 
 /// `rootsctl ARGS` as a user's shell with only `HOME` and `PATH` runs it.
 fn hosts(home: &Path, args: &[&str]) -> Output {
     output_within(
-        bare(&rootsd_tests::bin("rootsctl"), home)
+        as_user(&rootsd_tests::bin("rootsctl"), home)
             .arg("hosts")
             .args(args),
     )
-}
-
-fn bare(program: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env_clear()
-        .env("HOME", home)
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .current_dir(home);
-    cmd
 }
 
 /// One file per format and entry shape, each with a filesystem server among other things.
@@ -152,7 +140,7 @@ fn every_wrapped_entry_runs_its_server_behind_rootsd_with_a_bare_environment_and
             let gives_roots =
                 ["claude-code", "vscode", "opencode"].contains(&file["host"].as_str().unwrap());
             assert_eq!(merge, gives_roots, "{file}");
-            let mut cmd = bare(Path::new(command[0]), &home);
+            let mut cmd = as_user(Path::new(command[0]), &home);
             cmd.args(&command[1..]);
             let mut proxy = Proxy::spawn_command(cmd);
             proxy.initialize();
@@ -205,7 +193,7 @@ fn unparsable_files_running_hosts_and_entries_edited_since_are_left_as_they_were
     // Claude Code runs for this home: its ~/.claude.json is not touched.
     let claude = sb.path().join("claude");
     std::fs::copy("/bin/sleep", &claude).unwrap();
-    let session = Reaped(bare(&claude, &home).arg("60").spawn().unwrap());
+    let session = Reaped(as_user(&claude, &home).arg("60").spawn().unwrap());
     let pid = session.0.id();
 
     let output = hosts(&home, &["wrap"]);
@@ -296,7 +284,7 @@ fn a_socket_a_workspace_and_a_project_reach_the_entries_and_an_unknown_host_is_a
     )));
 
     // A socket given to this rootsctl reaches no host's server unless it is written down.
-    let mut cmd = bare(&rootsd_tests::bin("rootsctl"), &home);
+    let mut cmd = as_user(&rootsd_tests::bin("rootsctl"), &home);
     cmd.env("ROOTSD_SOCKET", "/run/rootsd/rootsd.sock").args([
         "hosts",
         "wrap",

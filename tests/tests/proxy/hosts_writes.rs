@@ -10,22 +10,15 @@ use std::process::{Command, Output, Stdio};
 use rootsd_tests::{PATIENCE, Reaped, eventually, output_within};
 use serde_json::Value;
 
-use crate::support::{assert_exit, stderr_of};
+use crate::support::{as_user, assert_exit, stderr_of};
 
 /// `rootsctl hosts ARGS` as a user's shell with only `HOME` and `PATH` runs it.
 fn hosts_command(program: &[&Path], home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(program[0]);
+    let mut cmd = as_user(program[0], home);
     cmd.args(&program[1..])
         .arg(rootsd_tests::bin("rootsctl"))
         .arg("hosts")
-        .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .current_dir(home);
+        .args(args);
     cmd
 }
 
@@ -213,12 +206,7 @@ fn a_temporary_file_left_by_a_killed_rootsctl_is_removed_by_the_next() {
     let output = hosts(home, &["wrap", "codex"]);
     assert_exit(&output, 0, "the next wrap");
     assert!(std::fs::read_to_string(&file).unwrap().contains("proxy"));
-    let left: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("config.toml")]);
+    assert_only_the_config_in(dir);
 }
 
 #[test]
@@ -279,12 +267,7 @@ fn a_hosts_write_while_rootsctl_syncs_its_replacement_is_kept() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), host);
     assert_eq!(recorded(home), Vec::<String>::new());
-    let left: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name())
-        .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("config.toml")]);
+    assert_only_the_config_in(dir);
 }
 
 #[test]
@@ -484,4 +467,14 @@ fn the_real_claude_code_running_with_home_spelled_with_a_slash_holds_its_file_ba
     // Claude Code writes the file itself as it starts: what matters is that rootsctl did not.
     assert!(!std::fs::read_to_string(&file).unwrap().contains("proxy"));
     drop(running);
+}
+
+/// Codex's directory holds its file and nothing rootsctl left beside it.
+fn assert_only_the_config_in(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("config.toml")]);
 }

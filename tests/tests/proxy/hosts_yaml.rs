@@ -5,12 +5,12 @@
 //! setting elsewhere names) is refused, naming that value, and left as it was.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rootsd_tests::{Sandbox, output_within};
 use serde_json::Value;
 
-use crate::support::{assert_exit, stderr_of, stdout_of};
+use crate::support::{as_user, assert_exit, stderr_of, stdout_of};
 
 /// Written by PyYAML 6.0.3 (`cli/src/hosts/fixtures/yaml/README.md` says how).
 const PYYAML_GOOSE: &str =
@@ -19,14 +19,7 @@ const PYYAML_GOOSE: &str =
 /// `rootsctl hosts ARGS` with only `HOME` and `PATH`, as a user's shell runs it.
 fn hosts(home: &Path, args: &[&str]) -> Output {
     output_within(
-        Command::new(rootsd_tests::bin("rootsctl"))
-            .env_clear()
-            .env("HOME", home)
-            .env(
-                "PATH",
-                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-            )
-            .current_dir(home)
+        as_user(&rootsd_tests::bin("rootsctl"), home)
             .arg("hosts")
             .args(args),
     )

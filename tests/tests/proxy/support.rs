@@ -13,6 +13,19 @@ use serde_json::{Value, json};
 
 pub use crate::messages::{HANDSHAKE_VERSION, is_method, is_response_to, show};
 
+/// `program` as a user's shell runs it: only `HOME` and `PATH` in its environment, in `home`.
+pub fn as_user(program: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("HOME", home)
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .current_dir(home);
+    cmd
+}
+
 /// The stateless revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
