@@ -9,7 +9,9 @@
 //!
 //! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server
 //! closes its stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and
-//! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
+//! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way. The
+//! server runs under a keeper (`keeper`) that ends everything the server started, however the
+//! session ends, the proxy's SIGKILL included.
 //!
 //! A server started with the workspace in its command line, environment or working directory
 //! ([`rootsd_relay::template`]) starts once the daemon's first list is known, and is restarted
@@ -22,6 +24,7 @@
 //! daemon's side is `link`, the pipes `stdio`, the process [`server`], and the loop's own wait for
 //! a busy session's two pipes, past the runtime, `wait`.
 
+pub mod keeper;
 mod launch;
 mod link;
 mod news;

@@ -1,5 +1,6 @@
-//! The MCP server: its command found as `execvp` would, its process started so that it dies with
-//! the proxy ([`super::process`]), and its pipes.
+//! The MCP server: its command found as `execvp` would, its process started under a keeper that
+//! ends it and everything it started with the proxy ([`super::keeper`], [`super::process`]), and
+//! its pipes.
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -12,6 +13,7 @@ use std::process::ExitStatus;
 use rustix::process::Signal;
 use tokio::net::unix::pipe;
 
+use super::keeper;
 use super::process::{self, Process};
 use crate::errors::SpawnError;
 use rootsd_relay::template::Launch;
@@ -55,10 +57,11 @@ impl Server {
                 resolved = here.join(resolved);
             }
         }
-        let started =
-            process::Command::new(&resolved, &launch.argv, &launch.env, launch.cwd.as_deref())
-                .and_then(|command| command.spawn())
-                .map_err(fail)?;
+        // The keeper starts the server, in the directory and with the environment it is given.
+        let (keeper, line) = keeper::command_line(&resolved, &launch.argv);
+        let started = process::Command::new(&keeper, &line, &launch.env, launch.cwd.as_deref())
+            .and_then(|command| command.with(keeper::options()).spawn())
+            .map_err(fail)?;
         // The proxy's ends, made non-blocking for the runtime. Should that fail, the process
         // is killed as `started` goes.
         let stdin = pipe::Sender::from_owned_fd(started.stdin).map_err(fail)?;
@@ -94,12 +97,13 @@ impl Server {
         (!std::mem::replace(&mut self.watched, true)).then(|| self.process.exit())
     }
 
-    /// SIGKILL, unless it has been reaped.
+    /// SIGKILL to the server and everything it started, unless it has been reaped.
     pub fn kill(&self) {
-        self.process.signal(Signal::KILL);
+        self.process.kill();
     }
 
-    /// Sends `signal` to the server, unless it has been reaped.
+    /// Sends `signal` to the server's process group (through its keeper), unless it has been
+    /// reaped.
     pub fn signal(&self, signal: i32) {
         if let Some(signal) = Signal::from_named_raw(signal) {
             self.process.signal(signal);

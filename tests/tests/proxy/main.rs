@@ -25,6 +25,7 @@ mod lifecycle;
 mod lines;
 mod map;
 mod modern;
+mod orphans;
 mod passthrough;
 mod restart;
 mod sessions;
