@@ -1,5 +1,7 @@
 //! The server's process: started without a copy of the proxy and with the request to die with
-//! it, then waited for and signalled through its pidfd.
+//! it, then waited for and signalled through its pidfd. The proxy starts its server's keeper
+//! (`super::keeper`) this way, with a control pipe instead of the death signal ([`Options`]),
+//! and the keeper starts the server so.
 //!
 //! A server must not outlive a proxy killed with SIGKILL, so its child asks the kernel for a
 //! death signal (`PR_SET_PDEATHSIG`) before it execs: only the child can ask, and the request

@@ -36,17 +36,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `launch` (its command line, with its variables set, in its directory) with piped
-    /// stdin and stdout and the proxy's stderr.
+    /// Starts `launch` (its command line, with its variables set, in its directory) under its
+    /// keeper, with piped stdin and stdout and the proxy's stderr.
     ///
-    /// Only on the main thread: the kernel sends the server's death signal when the thread that
-    /// started it ends, and only the main thread lives as long as the proxy.
+    /// Any thread may start it: the keeper watches a pipe that closes with the proxy, where a
+    /// death signal would have followed the thread that started the child.
     pub fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
-        debug_assert_eq!(
-            std::thread::current().name(),
-            Some("main"),
-            "a server dies with the thread that started it"
-        );
         let program = launch.argv.first().expect("clap requires a command");
         let fail = |error| SpawnError::new(program, error);
         let mut resolved = resolve(program)?;
