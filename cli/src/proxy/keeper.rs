@@ -55,6 +55,10 @@ pub const GRACE: Duration = Duration::from_secs(3);
 /// exits (a process stuck in the kernel, on a hung mount, cannot be reaped until it returns).
 const KILL_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How much of the server's stderr the keeper keeps, to report to the proxy as it exits: a server
+/// that fails to start says why there, and the proxy names it to the host.
+pub const STDERR_TAIL: usize = 2048;
+
 /// How often the tree is looked at again while it is being ended: new orphans reparent to the
 /// keeper, and a process that forked since the last look is found on the next.
 const SCAN_INTERVAL: Duration = Duration::from_millis(20);
@@ -149,6 +153,7 @@ fn keep(args: &[OsString]) -> anyhow::Result<Option<WaitStatus>> {
         _ => anyhow::bail!("started without a server to keep (this is for rootsctl proxy only)"),
     };
     let control = process::inherited_control().context("no control pipe from the proxy")?;
+    let report = process::inherited_report().context("no report pipe from the proxy")?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .context("cannot become the subreaper of the server's processes")?;
     // Mirroring a server that crashed means dying of its signal: that leaves no core of the
@@ -156,20 +161,42 @@ fn keep(args: &[OsString]) -> anyhow::Result<Option<WaitStatus>> {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     // Before the server starts, so that no SIGCHLD or passed-on signal is lost.
     let signals = Signals::register().context("cannot handle signals")?;
-    let server = start(program, argv)?;
+    let (server, stderr) = start_with_stderr(program, argv)?;
     // The server has the pipes now: the keeper holding them would keep the proxy from seeing
     // the server's stdout close.
     let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
     rustix::stdio::dup2_stdin(&null).context("cannot let go of the server's stdin")?;
     rustix::stdio::dup2_stdout(&null).context("cannot let go of the server's stdout")?;
-    Ok(Keeper {
+    let mut keeper = Keeper {
         server,
         status: None,
         control: Some(control),
         phase: Phase::Serving,
         termed: HashSet::new(),
-    }
-    .run(&signals))
+        stderr: Some(stderr),
+        tail: Vec::new(),
+    };
+    let status = keeper.run(&signals);
+    // Every writer of the server's stderr is gone: what is left in the pipe is its last words.
+    keeper.pass_stderr_on();
+    let _ = rustix::io::write(&report, &keeper.tail);
+    Ok(status)
+}
+
+/// Starts the server with a pipe for its stderr, which the keeper passes on to its own (the
+/// proxy's) and keeps the tail of; returns the server's pid and the pipe's read end.
+fn start_with_stderr(program: &Path, argv: &[OsString]) -> anyhow::Result<(Pid, OwnedFd)> {
+    use anyhow::Context as _;
+    let own = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 5)
+        .context("cannot keep the proxy's stderr")?;
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .context("cannot make the server's stderr pipe")?;
+    rustix::stdio::dup2_stderr(&write).context("cannot give the server its stderr")?;
+    let started = start(program, argv);
+    rustix::stdio::dup2_stderr(&own).context("cannot take the proxy's stderr back")?;
+    rustix::fs::fcntl_setfl(&read, rustix::fs::OFlags::NONBLOCK)
+        .context("cannot read the server's stderr")?;
+    Ok((started?, read))
 }
 
 /// Starts the server in a process group of its own, with the keeper's stdio, and with the
@@ -198,11 +225,15 @@ struct Keeper {
     phase: Phase,
     /// Processes already sent SIGTERM, which get it once.
     termed: HashSet<i32>,
+    /// The server's stderr, until it ends.
+    stderr: Option<OwnedFd>,
+    /// The last [`STDERR_TAIL`] bytes of it.
+    tail: Vec<u8>,
 }
 
 impl Keeper {
     /// Keeps the tree until none of it is left; returns how the server ended.
-    fn run(mut self, signals: &Signals) -> Option<WaitStatus> {
+    fn run(&mut self, signals: &Signals) -> Option<WaitStatus> {
         loop {
             if !self.reap() {
                 // No child left means no descendant either: an orphan becomes the keeper's
@@ -257,17 +288,53 @@ impl Keeper {
             }),
         };
         let mut fds = vec![PollFd::new(&signals.heard, PollFlags::IN)];
+        if let Some(stderr) = &self.stderr {
+            fds.push(PollFd::new(stderr, PollFlags::IN));
+        }
         if let Some(control) = &self.control {
             fds.push(PollFd::new(control, PollFlags::IN));
         }
         let _ = rustix::event::poll(&mut fds, timeout.as_ref());
-        let control_ready = fds.get(1).is_some_and(|fd| !fd.revents().is_empty());
+        let ready: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
         drop(fds);
+        let stderr_ready = self.stderr.is_some() && ready.get(1) == Some(&true);
+        let control_ready = self.control.is_some() && ready.last() == Some(&true);
         for signal in signals.taken() {
             self.pass_on(signal);
         }
+        if stderr_ready {
+            self.pass_stderr_on();
+        }
         if control_ready {
             self.read_control();
+        }
+    }
+
+    /// Passes on what the server's stderr holds now, keeping its tail; lets go of the pipe at
+    /// its end.
+    fn pass_stderr_on(&mut self) {
+        let Some(stderr) = &self.stderr else {
+            return;
+        };
+        let mut bytes = [0u8; 16 * 1024];
+        loop {
+            match rustix::io::read(stderr, &mut bytes) {
+                Ok(0) => {
+                    self.stderr = None;
+                    return;
+                }
+                Ok(n) => {
+                    let read = &bytes[..n];
+                    // The proxy's stderr may be a pipe its host reads slowly: a blocked write
+                    // blocks the server's next one, as it would have without the keeper.
+                    let _ = std::io::Write::write_all(&mut std::io::stderr(), read);
+                    self.tail.extend_from_slice(read);
+                    let excess = self.tail.len().saturating_sub(STDERR_TAIL);
+                    self.tail.drain(..excess);
+                }
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return,
+            }
         }
     }
 

@@ -147,7 +147,8 @@ impl Launcher {
             && host_open
             && (relay.replaying() || !Self::answered(relay))
         {
-            self.failed_to_start(relay, running.exited);
+            let tail = running.server.stderr_tail();
+            self.failed_to_start(relay, running.exited, &tail);
             *slot = None;
         }
     }
@@ -159,8 +160,11 @@ impl Launcher {
     }
 
     /// The server ended before answering `initialize`: it failed to start.
-    fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>) {
-        let status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
+    fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>, tail: &str) {
+        let mut status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
+        if !tail.is_empty() {
+            status.push_str(&format!(" (its stderr ended: {tail})"));
+        }
         let started = if self.restarted {
             format!("restarted for a change of workspace {}", self.workspace)
         } else {

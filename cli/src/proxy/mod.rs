@@ -4,7 +4,8 @@
 //! (`stdio::LineReader`), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
 //! results through queues (`stdio::Outbound`) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
-//! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
+//! bound. The server's stderr passes through its keeper, which keeps its tail for a failed start's
+//! error. Nothing but MCP messages is ever written
 //! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
 //!
 //! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server

@@ -71,6 +71,9 @@ struct Pidfd {
     /// The write end of a keeper's control pipe ([`Options::control`]): a keeper is never
     /// killed, since the tree it keeps would outlive it, but told to kill that tree.
     control: Option<OwnedFd>,
+    /// The read end of a keeper's report pipe: the tail of its server's stderr, written as the
+    /// keeper exits.
+    report: Option<OwnedFd>,
 }
 
 /// The byte that tells a keeper to kill everything it keeps at once (`super::keeper`).
@@ -115,12 +118,32 @@ impl AsRawFd for Registered {
 }
 
 impl Process {
-    fn new(fd: OwnedFd, control: Option<OwnedFd>) -> Self {
+    fn new(fd: OwnedFd, pipes: Option<(OwnedFd, OwnedFd)>) -> Self {
+        let (control, report) = pipes.unzip();
         Self(Rc::new(Pidfd {
             fd,
             reaped: Cell::new(false),
             control,
+            report,
         }))
+    }
+
+    /// What a keeper reported as it exited (the tail of its server's stderr), at most
+    /// `limit` bytes; empty for any other process, or before the keeper exited.
+    pub fn report(&self, limit: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; limit];
+        let Some(report) = &self.0.report else {
+            return Vec::new();
+        };
+        let mut filled = 0;
+        while filled < limit {
+            match rustix::io::read(report, &mut bytes[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        bytes.truncate(filled);
+        bytes
     }
 
     /// SIGKILL, unless it has been reaped; a keeper is asked to SIGKILL its whole tree instead.
@@ -302,7 +325,15 @@ impl Command {
             let (read, write) = io::pipe()?;
             let write = OwnedFd::from(write);
             rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::NONBLOCK)?;
-            Some((above_fixed(read.into())?, write))
+            let (report, report_child) = io::pipe()?;
+            let report = OwnedFd::from(report);
+            rustix::fs::fcntl_setfl(&report, rustix::fs::OFlags::NONBLOCK)?;
+            Some((
+                above_fixed(read.into())?,
+                write,
+                above_fixed(report_child.into())?,
+                report,
+            ))
         } else {
             None
         };
@@ -315,11 +346,13 @@ impl Command {
             cwd: self.cwd.as_deref(),
             stdin: pipes.map(|(stdin, _)| stdin),
             stdout: pipes.map(|(_, stdout)| stdout),
-            control: control.as_ref().map(|(read, _)| read.as_fd()),
+            control: control.as_ref().map(|(read, ..)| read.as_fd()),
+            report: control.as_ref().map(|(_, _, write, _)| write.as_fd()),
             death_signal: self.options.death_signal,
             own_group: self.options.own_group,
         })?;
-        Ok((pid, Process::new(pidfd, control.map(|(_, write)| write))))
+        let pipes = control.map(|(_, control, _, report)| (control, report));
+        Ok((pid, Process::new(pidfd, pipes)))
     }
 }
 
@@ -343,20 +376,27 @@ fn pointers(strings: &[CString]) -> Vec<*const std::ffi::c_char> {
 }
 
 /// `fd`, or a close-on-exec copy of it numbered 4 or more: above the descriptors the child moves
-/// its ends onto (0, 1 and the control pipe's 3), so that no move overwrites another's source,
+/// its ends onto (0, 1, and a keeper's 3 and 4), so that no move overwrites another's source,
 /// even in a proxy started with a standard descriptor closed.
 fn above_fixed(fd: OwnedFd) -> io::Result<OwnedFd> {
     use std::os::fd::AsRawFd as _;
-    if fd.as_raw_fd() > raw::CONTROL_FD {
+    if fd.as_raw_fd() > raw::REPORT_FD {
         return Ok(fd);
     }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, raw::CONTROL_FD + 1)?)
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, raw::REPORT_FD + 1)?)
 }
 
 /// The control pipe a keeper was started with ([`Options::control`]), as its own: marked
 /// close-on-exec, so that the server it starts does not hold it.
 pub fn inherited_control() -> io::Result<OwnedFd> {
-    let fd = raw::adopt_control()?;
+    let fd = raw::adopt_pipe(raw::CONTROL_FD, "control")?;
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(fd)
+}
+
+/// The write end of the report pipe a keeper was started with, as its own and close-on-exec.
+pub fn inherited_report() -> io::Result<OwnedFd> {
+    let fd = raw::adopt_pipe(raw::REPORT_FD, "report")?;
     rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
     Ok(fd)
 }
@@ -388,22 +428,24 @@ mod raw {
 
     /// Where a child started with a control pipe finds its read end.
     pub const CONTROL_FD: RawFd = 3;
+    /// Where it finds the write end of its report pipe.
+    pub const REPORT_FD: RawFd = 4;
 
-    /// Takes descriptor [`CONTROL_FD`] as the keeper's own, after checking that it is the read
-    /// end of a pipe (as the proxy starts a keeper), so that nothing else is taken by mistake.
-    pub fn adopt_control() -> io::Result<OwnedFd> {
+    /// Takes descriptor `fd` as the keeper's own, after checking that it is a pipe (as the
+    /// proxy starts a keeper), so that nothing else is taken by mistake.
+    pub fn adopt_pipe(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
         // SAFETY: the borrow is only for the check below, during which nothing closes it.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(CONTROL_FD) };
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
         let stat = rustix::fs::fstat(borrowed)?;
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "descriptor 3 is not the proxy's control pipe",
+                format!("descriptor {fd} is not the proxy's {what} pipe"),
             ));
         }
-        // SAFETY: the proxy started this process with the pipe's read end as descriptor 3 and
-        // nothing else in it refers to that descriptor: it is owned from here on.
-        Ok(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) })
+        // SAFETY: the proxy started this process with the pipe as descriptor `fd`, and nothing
+        // else in it refers to that descriptor: it is owned from here on.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// What to exec, and where the child's stdin and stdout come from.
@@ -418,6 +460,8 @@ mod raw {
         pub stdout: Option<BorrowedFd<'a>>,
         /// Moved onto [`CONTROL_FD`], when given.
         pub control: Option<BorrowedFd<'a>>,
+        /// Moved onto [`REPORT_FD`], when given.
+        pub report: Option<BorrowedFd<'a>>,
         pub death_signal: bool,
         pub own_group: bool,
     }
@@ -433,6 +477,7 @@ mod raw {
         stdin: RawFd,
         stdout: RawFd,
         control: RawFd,
+        report: RawFd,
         death_signal: bool,
         own_group: bool,
         /// The proxy, which the child checks is still its parent once it asked for the signal.
@@ -460,6 +505,7 @@ mod raw {
             stdin: exec.stdin.map_or(-1, |fd| fd.as_raw_fd()),
             stdout: exec.stdout.map_or(-1, |fd| fd.as_raw_fd()),
             control: exec.control.map_or(-1, |fd| fd.as_raw_fd()),
+            report: exec.report.map_or(-1, |fd| fd.as_raw_fd()),
             death_signal: exec.death_signal,
             own_group: exec.own_group,
             proxy: rustix::process::getpid().as_raw_nonzero().get(),
@@ -579,6 +625,7 @@ mod raw {
                 (child.stdin, 0),
                 (child.stdout, 1),
                 (child.control, CONTROL_FD),
+                (child.report, REPORT_FD),
             ] {
                 if from >= 0 && libc::dup2(from, to) < 0 {
                     return errno();

@@ -18,6 +18,9 @@ use super::process::{self, Process};
 use crate::errors::SpawnError;
 use rootsd_relay::template::Launch;
 
+/// How much of the end of a server's stderr a failed start's error quotes.
+const TAIL_SHOWN: usize = 400;
+
 /// Where to look for a command when `PATH` is unset, as `execvp` does.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -90,6 +93,20 @@ impl Server {
         &mut self,
     ) -> Option<impl Future<Output = std::io::Result<ExitStatus>> + 'static + use<>> {
         (!std::mem::replace(&mut self.watched, true)).then(|| self.process.exit())
+    }
+
+    /// The last lines the server wrote to its stderr (at most [`TAIL_SHOWN`] bytes, control
+    /// characters escaped), once its keeper has exited; empty when it wrote nothing.
+    pub fn stderr_tail(&self) -> String {
+        let bytes = self.process.report(super::keeper::STDERR_TAIL);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end();
+        let start = text
+            .char_indices()
+            .map(|(at, _)| at)
+            .find(|&at| text.len() - at <= TAIL_SHOWN)
+            .unwrap_or(text.len());
+        crate::output::escape_controls(text[start..].trim_start()).into_owned()
     }
 
     /// SIGKILL to the server and everything it started, unless it has been reaped.

@@ -479,6 +479,17 @@ fn a_server_that_exits_at_its_first_start_gets_the_host_an_error_naming_its_exit
         .unwrap_or_else(|| panic!("not an error: {answer}\n{}", fake.proxy.stderr()));
     assert!(message.contains("exit status: 3"), "{message}");
     assert!(message.contains("before answering initialize"), "{message}");
+    // The tail of its stderr says why.
+    assert!(
+        message.contains("fake-mcp: refusing") && message.contains("broken"),
+        "{message}"
+    );
+    // Its stderr still reached the proxy's own.
+    assert!(
+        fake.proxy.stderr().contains("fake-mcp: refusing"),
+        "{}",
+        fake.proxy.stderr()
+    );
     // The session stays, down until the next change.
     let session = eventually("the failed start in rootsctl sessions", PATIENCE, || {
         let session = session_of(&fake);
