@@ -5,8 +5,8 @@
 //! results through queues (`stdio::Outbound`) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
 //! bound. The server's stderr passes through its keeper, which keeps its tail for a failed start's
-//! error. Nothing but MCP messages is ever written
-//! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
+//! error. Nothing but MCP messages is ever written to stdout: diagnostics go to stderr, prefixed
+//! `rootsctl proxy:`.
 //!
 //! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server
 //! closes its stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and
