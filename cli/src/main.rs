@@ -11,6 +11,12 @@ use rootsctl::errors::{self, Exit};
 use rootsctl::{commands, output};
 
 fn main() -> ExitCode {
+    // The keeper of a proxy's server (`rootsctl proxy`) is this binary started again, before
+    // any of the command line is parsed.
+    let own: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
+    if rootsctl::proxy::keeper::requested(&own) {
+        rootsctl::proxy::keeper::main(&std::env::args_os().collect::<Vec<_>>());
+    }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches)
         .map_err(|err| err.format(&mut Cli::command()))

@@ -12,8 +12,9 @@
 //! - starting: the new server starts and the relay replays the host's set-up to it; the host's
 //!   lines are read again once it answered the replayed `initialize`.
 //!
-//! A server that cannot be started (or a `{root}` with no root to name) leaves the session down:
-//! the host's requests get an error saying why, and the next change tries again.
+//! A server that cannot be started, or ends before it answers `initialize` (at its first start as
+//! after a restart), or a `{root}` with no root to name, leaves the session down: the host's
+//! requests get an error saying why, and the next change tries again.
 //!
 //! This is the one place a server is started again: the loop in `mod.rs` hands [`Launcher`] the
 //! slot the server runs in after every turn and asks it whether to read the host, and
@@ -24,6 +25,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rootsd_proto::WorkspaceName;
+use rootsd_proto::session::Era;
 use rootsd_relay::Relay;
 use rootsd_relay::template::{Launch, LaunchTemplate, NeedsARoot};
 
@@ -67,6 +69,8 @@ pub(super) struct Launcher {
     /// What the server that runs (or is being stopped) was started with.
     running: Option<Launch>,
     started_once: bool,
+    /// The server that runs (or last ran) replaced one the host talked to.
+    restarted: bool,
 }
 
 impl Launcher {
@@ -93,6 +97,7 @@ impl Launcher {
             failed_at: None,
             running: None,
             started_once: false,
+            restarted: false,
         }
     }
 
@@ -125,9 +130,10 @@ impl Launcher {
         }
     }
 
-    /// Runs after every turn of the proxy's loop, before [`Self::step`]: a restarted server that
-    /// ended before answering the replayed `initialize` failed to start, and the session goes on
-    /// without it (down, until the next change).
+    /// Runs after every turn of the proxy's loop, before [`Self::step`]: a server that ended
+    /// before it answered `initialize` (the replayed one after a restart, the host's own at the
+    /// first start) failed to start, and the session goes on without it (down, until the next
+    /// change): the host's requests, the one in flight included, get an error naming its exit.
     pub fn reap_failed_start(
         &mut self,
         relay: &mut Relay,
@@ -138,25 +144,37 @@ impl Launcher {
             && running.ended()
             && !self.stopping()
             && self.templated
-            && relay.replaying()
             && host_open
+            && (relay.replaying() || !Self::answered(relay))
         {
-            self.failed_to_start(relay, running.exited);
+            let tail = running.server.stderr_tail();
+            self.failed_to_start(relay, running.exited, &tail);
             *slot = None;
         }
     }
 
-    /// The restarted server ended before it answered the replayed `initialize`: it failed to
-    /// start.
-    fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>) {
-        let status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
-        self.down(
-            relay,
-            format!(
-                "the MCP server, restarted for a change of workspace {}, {status} before answering initialize; it is tried again at the next change",
-                self.workspace
-            ),
+    /// Whether the session's server has answered an `initialize` (or the host speaks the
+    /// stateless era, which has none).
+    fn answered(relay: &Relay) -> bool {
+        relay.negotiated() || relay.state().era == Era::Stateless
+    }
+
+    /// The server ended before answering `initialize`: it failed to start.
+    fn failed_to_start(&mut self, relay: &mut Relay, status: Option<ExitStatus>, tail: &str) {
+        let mut status = status.map_or_else(|| "ended".to_owned(), |s| format!("exited ({s})"));
+        if !tail.is_empty() {
+            status.push_str(&format!(" (its stderr ended: {tail})"));
+        }
+        let started = if self.restarted {
+            format!("restarted for a change of workspace {}", self.workspace)
+        } else {
+            format!("started for workspace {}", self.workspace)
+        };
+        let why = format!(
+            "the MCP server, {started}, {status} before answering initialize; it is tried again at the next change"
         );
+        relay.abort_in_flight(&format!("rootsctl proxy: {why}"));
+        self.down(relay, why);
     }
 
     /// Moves the session on after a turn of the loop: expands the newest list, and starts,
@@ -262,6 +280,7 @@ impl Launcher {
             Ok(running) => {
                 *slot = Some(running);
                 relay.server_started(revision.unwrap_or(0), self.started_once, now);
+                self.restarted = self.started_once;
                 self.running = Some(launch);
                 self.started_once = true;
                 self.failed_at = None;

@@ -4,12 +4,16 @@
 //! (`stdio::LineReader`), lets [`rootsd_relay::Relay`] decide what each becomes, and writes the
 //! results through queues (`stdio::Outbound`) whose size decides what is read next: a side that
 //! stops reading stops the proxy from reading the side that feeds it, so nothing grows without
-//! bound. The server's stderr passes straight through. Nothing but MCP messages is ever written
-//! to stdout: diagnostics go to stderr, prefixed `rootsctl proxy:`.
+//! bound. The server's stderr passes through its keeper, which keeps its tail for a failed start's
+//! error. Nothing but MCP messages is ever written to stdout: diagnostics go to stderr, prefixed
+//! `rootsctl proxy:`.
 //!
 //! Shutdown follows MCP's stdio rules (`running`): when the host closes stdin (or the server
 //! closes its stdout), the server's stdin is closed, and a server that lingers gets SIGTERM and
-//! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way.
+//! then SIGKILL. The proxy's own SIGTERM or SIGINT is passed on and escalates the same way. The
+//! server runs under a keeper (`keeper`) that ends everything the server started, however the
+//! session ends, the proxy's SIGKILL included; a host that leaves during a restart is seen at
+//! once (`hangup`).
 //!
 //! A server started with the workspace in its command line, environment or working directory
 //! ([`rootsd_relay::template`]) starts once the daemon's first list is known, and is restarted
@@ -22,6 +26,8 @@
 //! daemon's side is `link`, the pipes `stdio`, the process [`server`], and the loop's own wait for
 //! a busy session's two pipes, past the runtime, `wait`.
 
+mod hangup;
+pub mod keeper;
 mod launch;
 mod link;
 mod news;
@@ -204,6 +210,8 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
 
     let mut to_host = Outbound::new(stdio::stdout());
     let mut host_lines = LineReader::new(stdio::stdin());
+    // The host's end-of-file while its lines are left unread (a restart, the first list).
+    let host_hangup = hangup::Hangup::watch_stdin();
 
     let mut host_open = true;
     // The proxy was told to end (SIGTERM, SIGINT): no server is started or restarted any more.
@@ -299,6 +307,9 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
                 item = news.next() => Turn::News(item),
                 line = server_line(lines), if reads_server => Turn::Server(line),
                 line = host_lines.next_line(), if reads_host => Turn::Host(line),
+                // A host that left during a restart ends the session now, rather than once a
+                // new server was started for nobody; what it sent before is not read.
+                () = host_hangup.wait(), if host_open && !reads_host => Turn::Host(Ok(None)),
                 () = to_host.drain() => Turn::Wrote,
                 () = server_drain(queue) => Turn::Wrote,
                 () = &mut timer, if wake_at.is_some() => Turn::Timer,

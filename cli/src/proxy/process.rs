@@ -1,5 +1,7 @@
 //! The server's process: started without a copy of the proxy and with the request to die with
-//! it, then waited for and signalled through its pidfd.
+//! it, then waited for and signalled through its pidfd. The proxy starts its server's keeper
+//! (`super::keeper`) this way, with a control pipe instead of the death signal ([`Options`]),
+//! and the keeper starts the server so.
 //!
 //! A server must not outlive a proxy killed with SIGKILL, so its child asks the kernel for a
 //! death signal (`PR_SET_PDEATHSIG`) before it execs: only the child can ask, and the request
@@ -66,16 +68,41 @@ pub struct Process(Rc<Pidfd>);
 struct Pidfd {
     fd: OwnedFd,
     reaped: Cell<bool>,
+    /// The write end of a keeper's control pipe ([`Options::control`]): a keeper is never
+    /// killed, since the tree it keeps would outlive it, but told to kill that tree.
+    control: Option<OwnedFd>,
+    /// The read end of a keeper's report pipe: the tail of its server's stderr, written as the
+    /// keeper exits.
+    report: Option<OwnedFd>,
+}
+
+/// The byte that tells a keeper to kill everything it keeps at once (`super::keeper`).
+pub const KILL_REQUEST: u8 = b'K';
+
+impl Pidfd {
+    /// SIGKILL for a plain child; for a keeper, the request to SIGKILL its whole tree.
+    fn kill(&self) {
+        match &self.control {
+            // The pipe is non-blocking: a full one already holds requests the keeper has yet
+            // to read, and a keeper that is gone has nothing left to kill.
+            Some(control) => {
+                let _ = rustix::io::write(control, &[KILL_REQUEST]);
+            }
+            None => {
+                let _ = rustix::process::pidfd_send_signal(&self.fd, Signal::KILL);
+            }
+        }
+    }
 }
 
 impl Drop for Pidfd {
-    /// Kills the process, without waiting for it: a process stuck in the kernel (a hung mount)
-    /// may take its time to die, and the proxy does not wait without a limit. It lets go of a
-    /// server only as it ends or when a start failed half-way, so the zombie is its parent's
-    /// for moments at most.
+    /// Kills the process (or has its keeper kill its tree), without waiting for it: a process
+    /// stuck in the kernel (a hung mount) may take its time to die, and the proxy does not wait
+    /// without a limit. It lets go of a server only as it ends or when a start failed half-way,
+    /// so the zombie is its parent's for moments at most.
     fn drop(&mut self) {
         if !self.reaped.get() {
-            let _ = rustix::process::pidfd_send_signal(&self.fd, Signal::KILL);
+            self.kill();
         }
     }
 }
@@ -91,11 +118,39 @@ impl AsRawFd for Registered {
 }
 
 impl Process {
-    fn new(fd: OwnedFd) -> Self {
+    fn new(fd: OwnedFd, pipes: Option<(OwnedFd, OwnedFd)>) -> Self {
+        let (control, report) = pipes.unzip();
         Self(Rc::new(Pidfd {
             fd,
             reaped: Cell::new(false),
+            control,
+            report,
         }))
+    }
+
+    /// What a keeper reported as it exited (the tail of its server's stderr), at most
+    /// `limit` bytes; empty for any other process, or before the keeper exited.
+    pub fn report(&self, limit: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; limit];
+        let Some(report) = &self.0.report else {
+            return Vec::new();
+        };
+        let mut filled = 0;
+        while filled < limit {
+            match rustix::io::read(report, &mut bytes[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        bytes.truncate(filled);
+        bytes
+    }
+
+    /// SIGKILL, unless it has been reaped; a keeper is asked to SIGKILL its whole tree instead.
+    pub fn kill(&self) {
+        if !self.0.reaped.get() {
+            self.0.kill();
+        }
     }
 
     /// The pidfd, readable once the process has exited.
@@ -161,6 +216,31 @@ pub struct Command {
     argv: Vec<CString>,
     env: Vec<CString>,
     cwd: Option<CString>,
+    options: Options,
+}
+
+/// How a child starts besides its command.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// It asks for SIGKILL when its parent dies (`PR_SET_PDEATHSIG`).
+    pub death_signal: bool,
+    /// It leads a process group of its own, so that a signal to the group reaches what it
+    /// starts, and a signal to its parent's group does not reach it.
+    pub own_group: bool,
+    /// It gets the read end of a pipe as descriptor 3, whose write end only the parent holds:
+    /// a keeper's control pipe, which reads end-of-file once the parent is gone, however it
+    /// ended.
+    pub control: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            death_signal: true,
+            own_group: false,
+            control: false,
+        }
+    }
 }
 
 impl Command {
@@ -194,7 +274,14 @@ impl Command {
             cwd: cwd
                 .map(|dir| c_string(dir.as_os_str(), || format!("the directory {dir:?}")))
                 .transpose()?,
+            options: Options::default(),
         })
+    }
+
+    /// Starts it with `options` rather than the defaults.
+    pub fn with(mut self, options: Options) -> Self {
+        self.options = options;
+        self
     }
 
     /// Starts it with piped stdin and stdout and the proxy's stderr. An error names the step
@@ -212,10 +299,44 @@ impl Command {
         // quota (`/proc/sys/fs/pipe-user-pages-soft`, 64 MiB by default) counts all 256 KiB at
         // once; a user past it keeps the smaller pipe the kernel made, which is only slower.
         let _ = rustix::pipe::fcntl_setpipe_size(&stdout, STREAM_HIGH_WATER);
-        // The child moves its ends onto 0 and 1: above 2, neither can be overwritten by the
-        // other's move, even in a proxy started with a standard descriptor closed.
-        let stdin_child = above_stdio(stdin_child.into())?;
-        let stdout_child = above_stdio(stdout_child.into())?;
+        // The child moves its ends onto 0 and 1 (`above_fixed` says why they start higher).
+        let stdin_child = above_fixed(stdin_child.into())?;
+        let stdout_child = above_fixed(stdout_child.into())?;
+        let (pid, process) =
+            self.clone_and_exec(Some((stdin_child.as_fd(), stdout_child.as_fd())))?;
+        Ok(Started {
+            pid,
+            process,
+            stdin: stdin.into(),
+            stdout: stdout.into(),
+        })
+    }
+
+    /// Starts it with the caller's own stdin, stdout and stderr.
+    pub fn spawn_inheriting(&self) -> io::Result<(u32, Process)> {
+        self.clone_and_exec(None)
+    }
+
+    fn clone_and_exec(
+        &self,
+        pipes: Option<(BorrowedFd<'_>, BorrowedFd<'_>)>,
+    ) -> io::Result<(u32, Process)> {
+        let control = if self.options.control {
+            let (read, write) = io::pipe()?;
+            let write = OwnedFd::from(write);
+            rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::NONBLOCK)?;
+            let (report, report_child) = io::pipe()?;
+            let report = OwnedFd::from(report);
+            rustix::fs::fcntl_setfl(&report, rustix::fs::OFlags::NONBLOCK)?;
+            Some((
+                above_fixed(read.into())?,
+                write,
+                above_fixed(report_child.into())?,
+                report,
+            ))
+        } else {
+            None
+        };
         let argv = pointers(&self.argv);
         let envp = pointers(&self.env);
         let (pid, pidfd) = raw::clone_and_exec(&raw::Exec {
@@ -223,15 +344,15 @@ impl Command {
             argv: &argv,
             envp: &envp,
             cwd: self.cwd.as_deref(),
-            stdin: stdin_child.as_fd(),
-            stdout: stdout_child.as_fd(),
+            stdin: pipes.map(|(stdin, _)| stdin),
+            stdout: pipes.map(|(_, stdout)| stdout),
+            control: control.as_ref().map(|(read, ..)| read.as_fd()),
+            report: control.as_ref().map(|(_, _, write, _)| write.as_fd()),
+            death_signal: self.options.death_signal,
+            own_group: self.options.own_group,
         })?;
-        Ok(Started {
-            pid,
-            process: Process::new(pidfd),
-            stdin: stdin.into(),
-            stdout: stdout.into(),
-        })
+        let pipes = control.map(|(_, control, _, report)| (control, report));
+        Ok((pid, Process::new(pidfd, pipes)))
     }
 }
 
@@ -254,13 +375,30 @@ fn pointers(strings: &[CString]) -> Vec<*const std::ffi::c_char> {
         .collect()
 }
 
-/// `fd`, or a close-on-exec copy of it numbered 3 or more.
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+/// `fd`, or a close-on-exec copy of it numbered 4 or more: above the descriptors the child moves
+/// its ends onto (0, 1, and a keeper's 3 and 4), so that no move overwrites another's source,
+/// even in a proxy started with a standard descriptor closed.
+fn above_fixed(fd: OwnedFd) -> io::Result<OwnedFd> {
     use std::os::fd::AsRawFd as _;
-    if fd.as_raw_fd() > 2 {
+    if fd.as_raw_fd() > raw::REPORT_FD {
         return Ok(fd);
     }
-    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, raw::REPORT_FD + 1)?)
+}
+
+/// The control pipe a keeper was started with ([`Options::control`]), as its own: marked
+/// close-on-exec, so that the server it starts does not hold it.
+pub fn inherited_control() -> io::Result<OwnedFd> {
+    let fd = raw::adopt_pipe(raw::CONTROL_FD, "control")?;
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(fd)
+}
+
+/// The write end of the report pipe a keeper was started with, as its own and close-on-exec.
+pub fn inherited_report() -> io::Result<OwnedFd> {
+    let fd = raw::adopt_pipe(raw::REPORT_FD, "report")?;
+    rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(fd)
 }
 
 /// The runtime's readiness of a pidfd.
@@ -288,6 +426,28 @@ mod raw {
     /// arguments' size, for a `PATH` search this child does not make.
     const STACK_BYTES: usize = 64 * 1024;
 
+    /// Where a child started with a control pipe finds its read end.
+    pub const CONTROL_FD: RawFd = 3;
+    /// Where it finds the write end of its report pipe.
+    pub const REPORT_FD: RawFd = 4;
+
+    /// Takes descriptor `fd` as the keeper's own, after checking that it is a pipe (as the
+    /// proxy starts a keeper), so that nothing else is taken by mistake.
+    pub fn adopt_pipe(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
+        // SAFETY: the borrow is only for the check below, during which nothing closes it.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let stat = rustix::fs::fstat(borrowed)?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("descriptor {fd} is not the proxy's {what} pipe"),
+            ));
+        }
+        // SAFETY: the proxy started this process with the pipe as descriptor `fd`, and nothing
+        // else in it refers to that descriptor: it is owned from here on.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
     /// What to exec, and where the child's stdin and stdout come from.
     pub struct Exec<'a> {
         pub path: &'a CStr,
@@ -295,8 +455,15 @@ mod raw {
         pub argv: &'a [*const c_char],
         pub envp: &'a [*const c_char],
         pub cwd: Option<&'a CStr>,
-        pub stdin: BorrowedFd<'a>,
-        pub stdout: BorrowedFd<'a>,
+        /// None: the caller's own.
+        pub stdin: Option<BorrowedFd<'a>>,
+        pub stdout: Option<BorrowedFd<'a>>,
+        /// Moved onto [`CONTROL_FD`], when given.
+        pub control: Option<BorrowedFd<'a>>,
+        /// Moved onto [`REPORT_FD`], when given.
+        pub report: Option<BorrowedFd<'a>>,
+        pub death_signal: bool,
+        pub own_group: bool,
     }
 
     /// All the child reads, in the parent's frame.
@@ -306,8 +473,13 @@ mod raw {
         envp: *const *const c_char,
         /// Null for the proxy's own directory.
         cwd: *const c_char,
+        /// -1 for none (stdin and stdout: the parent's own).
         stdin: RawFd,
         stdout: RawFd,
+        control: RawFd,
+        report: RawFd,
+        death_signal: bool,
+        own_group: bool,
         /// The proxy, which the child checks is still its parent once it asked for the signal.
         proxy: libc::pid_t,
         /// The highest signal number whose handler the child resets.
@@ -330,8 +502,12 @@ mod raw {
             argv: exec.argv.as_ptr(),
             envp: exec.envp.as_ptr(),
             cwd: exec.cwd.map_or(std::ptr::null(), CStr::as_ptr),
-            stdin: exec.stdin.as_raw_fd(),
-            stdout: exec.stdout.as_raw_fd(),
+            stdin: exec.stdin.map_or(-1, |fd| fd.as_raw_fd()),
+            stdout: exec.stdout.map_or(-1, |fd| fd.as_raw_fd()),
+            control: exec.control.map_or(-1, |fd| fd.as_raw_fd()),
+            report: exec.report.map_or(-1, |fd| fd.as_raw_fd()),
+            death_signal: exec.death_signal,
+            own_group: exec.own_group,
             proxy: rustix::process::getpid().as_raw_nonzero().get(),
             last_signal: libc::SIGRTMAX(),
             failed: AtomicI32::new(0),
@@ -445,10 +621,25 @@ mod raw {
                     libc::sigaction(signal, &default, std::ptr::null_mut());
                 }
             }
-            if libc::dup2(child.stdin, 0) < 0 || libc::dup2(child.stdout, 1) < 0 {
-                return errno();
+            for (from, to) in [
+                (child.stdin, 0),
+                (child.stdout, 1),
+                (child.control, CONTROL_FD),
+                (child.report, REPORT_FD),
+            ] {
+                if from >= 0 && libc::dup2(from, to) < 0 {
+                    return errno();
+                }
             }
             if !child.cwd.is_null() && libc::chdir(child.cwd) != 0 {
+                return errno();
+            }
+            if child.own_group && libc::setpgid(0, 0) != 0 {
+                return errno();
+            }
+            if !child.death_signal {
+                set_signal_mask(0);
+                libc::execve(child.path, child.argv, child.envp);
                 return errno();
             }
             if libc::prctl(

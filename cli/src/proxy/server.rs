@@ -1,5 +1,6 @@
-//! The MCP server: its command found as `execvp` would, its process started so that it dies with
-//! the proxy ([`super::process`]), and its pipes.
+//! The MCP server: its command found as `execvp` would, its process started under a keeper that
+//! ends it and everything it started with the proxy ([`super::keeper`], [`super::process`]), and
+//! its pipes.
 
 use std::ffi::OsStr;
 use std::future::Future;
@@ -12,9 +13,13 @@ use std::process::ExitStatus;
 use rustix::process::Signal;
 use tokio::net::unix::pipe;
 
+use super::keeper;
 use super::process::{self, Process};
 use crate::errors::SpawnError;
 use rootsd_relay::template::Launch;
+
+/// How much of the end of a server's stderr a failed start's error quotes.
+const TAIL_SHOWN: usize = 400;
 
 /// Where to look for a command when `PATH` is unset, as `execvp` does.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -34,17 +39,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `launch` (its command line, with its variables set, in its directory) with piped
-    /// stdin and stdout and the proxy's stderr.
+    /// Starts `launch` (its command line, with its variables set, in its directory) under its
+    /// keeper, with piped stdin and stdout and the proxy's stderr.
     ///
-    /// Only on the main thread: the kernel sends the server's death signal when the thread that
-    /// started it ends, and only the main thread lives as long as the proxy.
+    /// Any thread may start it: the keeper watches a pipe that closes with the proxy, where a
+    /// death signal would have followed the thread that started the child.
     pub fn spawn(launch: &Launch) -> Result<Self, SpawnError> {
-        debug_assert_eq!(
-            std::thread::current().name(),
-            Some("main"),
-            "a server dies with the thread that started it"
-        );
         let program = launch.argv.first().expect("clap requires a command");
         let fail = |error| SpawnError::new(program, error);
         let mut resolved = resolve(program)?;
@@ -55,10 +55,11 @@ impl Server {
                 resolved = here.join(resolved);
             }
         }
-        let started =
-            process::Command::new(&resolved, &launch.argv, &launch.env, launch.cwd.as_deref())
-                .and_then(|command| command.spawn())
-                .map_err(fail)?;
+        // The keeper starts the server, in the directory and with the environment it is given.
+        let (keeper, line) = keeper::command_line(&resolved, &launch.argv);
+        let started = process::Command::new(&keeper, &line, &launch.env, launch.cwd.as_deref())
+            .and_then(|command| command.with(keeper::options()).spawn())
+            .map_err(fail)?;
         // The proxy's ends, made non-blocking for the runtime. Should that fail, the process
         // is killed as `started` goes.
         let stdin = pipe::Sender::from_owned_fd(started.stdin).map_err(fail)?;
@@ -94,12 +95,27 @@ impl Server {
         (!std::mem::replace(&mut self.watched, true)).then(|| self.process.exit())
     }
 
-    /// SIGKILL, unless it has been reaped.
-    pub fn kill(&self) {
-        self.process.signal(Signal::KILL);
+    /// The last lines the server wrote to its stderr (at most [`TAIL_SHOWN`] bytes, control
+    /// characters escaped), once its keeper has exited; empty when it wrote nothing.
+    pub fn stderr_tail(&self) -> String {
+        let bytes = self.process.report(super::keeper::STDERR_TAIL);
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end();
+        let start = text
+            .char_indices()
+            .map(|(at, _)| at)
+            .find(|&at| text.len() - at <= TAIL_SHOWN)
+            .unwrap_or(text.len());
+        crate::output::escape_controls(text[start..].trim_start()).into_owned()
     }
 
-    /// Sends `signal` to the server, unless it has been reaped.
+    /// SIGKILL to the server and everything it started, unless it has been reaped.
+    pub fn kill(&self) {
+        self.process.kill();
+    }
+
+    /// Sends `signal` to the server's process group (through its keeper), unless it has been
+    /// reaped.
     pub fn signal(&self, signal: i32) {
         if let Some(signal) = Signal::from_named_raw(signal) {
             self.process.signal(signal);

@@ -357,6 +357,12 @@ impl Relay {
         }
     }
 
+    /// Whether the running server has answered an `initialize` (the host's, or the one replayed
+    /// to it after a restart).
+    pub fn negotiated(&self) -> bool {
+        self.handshake.negotiated()
+    }
+
     /// Whether the restarted server has yet to answer the replayed `initialize`: the host's lines
     /// wait until it has.
     pub fn replaying(&self) -> bool {

@@ -119,3 +119,78 @@ fn codex_claude_and_gemini_read_the_wrapped_files_and_reach_the_server_behind_th
     let expected = format!("fs: {rootsctl} proxy -- {node} {entry} (stdio) - Connected");
     assert!(printed.contains(&expected), "{expected:?} in {printed}");
 }
+
+/// Processes whose command line holds `marker`, with their command lines.
+fn processes_naming(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(marker) {
+            found.push(format!("{pid} ({})", cmdline.trim()));
+        }
+    }
+    found
+}
+
+#[test]
+fn gemini_mcp_list_leaves_no_process_of_a_wrapped_npx_launched_server_running() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start_daemon();
+    let home = sb.configured_home();
+    let project = sb.mkdir("home/project");
+    // The filesystem server's directory names this test's processes apart from any other's.
+    let marker = format!("leftover-marker-{}", std::process::id());
+    let allowed = sb.mkdir(&marker);
+    let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop");
+    let settings = serde_json::json!({"mcpServers": {"fs": {
+        "command": "npx",
+        "args": ["--prefix", prefix, "--no-install", "mcp-server-filesystem", allowed],
+    }}});
+    let trusted = serde_json::json!({project.to_str().unwrap(): "TRUST_FOLDER"});
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        trusted.to_string(),
+    )
+    .unwrap();
+    let rootsctl = std::fs::canonicalize(rootsd_tests::bin("rootsctl")).unwrap();
+    let wrapped = run(&rootsctl, &home, &home, &["hosts", "wrap", "gemini"]);
+    assert_exit(&wrapped, 0, "rootsctl hosts wrap gemini");
+    let gemini = run(&tool("gemini"), &home, &project, &["mcp", "list"]);
+    assert_exit(&gemini, 0, "gemini mcp list");
+    let printed = stdout_of(&gemini) + &stderr_of(&gemini);
+    assert!(
+        printed.contains("Connected"),
+        "the server was not reached: {printed}"
+    );
+    // Within the keeper's grace (3 s) and leeway, nothing of the session is left.
+    let left = rootsd_tests::poll_until(std::time::Duration::from_secs(10), || {
+        let left = processes_naming(&marker);
+        if left.is_empty() { Ok(()) } else { Err(left) }
+    });
+    if let Err(survivors) = left {
+        for line in &survivors {
+            if let Some(pid) = line.split_whitespace().next().and_then(|p| p.parse().ok()) {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid).expect("a pid"),
+                    rustix::process::Signal::KILL,
+                );
+            }
+        }
+        panic!(
+            "gemini mcp list left these running: {}",
+            survivors.join(", ")
+        );
+    }
+}

@@ -28,6 +28,7 @@ mod lifecycle;
 mod lines;
 mod map;
 mod modern;
+mod orphans;
 mod passthrough;
 mod recipes;
 mod restart;

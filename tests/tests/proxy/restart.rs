@@ -419,3 +419,88 @@ fn a_proxy_told_to_end_during_a_restart_ends_with_the_old_server() {
         fake.proxy.final_stderr()
     );
 }
+
+#[test]
+fn a_host_that_closes_stdin_during_a_restart_ends_the_session_without_a_new_server() {
+    let mut fake = FakeSession::start(
+        "quiet",
+        FakeSetup {
+            roots: &["one"],
+            server_args: &["--linger", "{roots}"],
+            ..FakeSetup::default()
+        },
+    );
+    fake.proxy.initialize();
+    fake.sb.mkdir("two");
+    fake.sb.ctl_ok(&["add", "two"]);
+    // The old server is being stopped: its stdin is closed, and it lingers until SIGTERM.
+    eventually("the old server's stdin to close", PATIENCE, || {
+        let stderr = fake.proxy.stderr();
+        if stderr.contains("stdin closed") {
+            Ok(())
+        } else {
+            Err(stderr)
+        }
+    });
+    let left = Instant::now();
+    fake.proxy.close_stdin();
+    fake.proxy.wait_exit();
+    let took = left.elapsed();
+    let stderr = fake.proxy.final_stderr();
+    // No server was started for a host that had left: one start, one initialize.
+    assert_eq!(stderr.matches("fake-mcp: pid").count(), 1, "{stderr}");
+    let initializes = fake
+        .log
+        .messages()
+        .iter()
+        .filter(|m| m["method"] == json!("initialize"))
+        .count();
+    assert_eq!(initializes, 1, "{stderr}");
+    // It ended with the old server, at the SIGTERM its closed stdin earns it.
+    assert!(took < Duration::from_secs(5), "took {took:?}\n{stderr}");
+}
+
+#[test]
+fn a_server_that_exits_at_its_first_start_gets_the_host_an_error_naming_its_exit_and_the_session_stays()
+ {
+    let mut fake = FakeSession::start(
+        "quiet",
+        FakeSetup {
+            roots: &["broken"],
+            server_args: &["--refuse-dir-named", "broken", "{roots}"],
+            ..FakeSetup::default()
+        },
+    );
+    let id = fake.proxy.send_initialize(json!({}));
+    let answer = fake.proxy.response(&id);
+    let message = answer
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("not an error: {answer}\n{}", fake.proxy.stderr()));
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(message.contains("before answering initialize"), "{message}");
+    // The tail of its stderr says why.
+    assert!(
+        message.contains("fake-mcp: refusing") && message.contains("broken"),
+        "{message}"
+    );
+    // Its stderr still reached the proxy's own.
+    assert!(
+        fake.proxy.stderr().contains("fake-mcp: refusing"),
+        "{}",
+        fake.proxy.stderr()
+    );
+    // The session stays, down until the next change.
+    let session = eventually("the failed start in rootsctl sessions", PATIENCE, || {
+        let session = session_of(&fake);
+        if session["launch_failure"].is_string() {
+            Ok(session)
+        } else {
+            Err(session.to_string())
+        }
+    });
+    let failure = session["launch_failure"].as_str().expect("a string");
+    assert!(failure.contains("started for workspace"), "{failure}");
+    let refused = fake.proxy.request("ping", json!({}));
+    assert!(refused.get("error").is_some(), "{refused}");
+}
