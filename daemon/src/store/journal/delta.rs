@@ -130,16 +130,16 @@ impl Delta {
                 }
             }
         }
-        Ok(Change {
-            revision: self.revision,
-            workspace: self.workspace.clone(),
-            state: Arc::new(StoredWorkspaceV1 {
+        Ok(Change::recorded(
+            self.revision,
+            self.workspace.clone(),
+            Arc::new(StoredWorkspaceV1 {
                 revision: self.revision,
                 roots,
             }),
-            origin: self.origin.clone(),
-            time_unix_ms: self.time_unix_ms,
-        })
+            self.origin.clone(),
+            self.time_unix_ms,
+        ))
     }
 
     /// The record's JSON, as the journal's `RecordV1::Delta` reads it.
