@@ -108,26 +108,39 @@ pub fn number(out: &mut impl Out, value: u64) {
 /// A change's answer, `ChangeResult` as serde writes it: every list, even empty, but
 /// `adopted` only when it holds a root.
 pub fn change_result(out: &mut impl Out, result: &ChangeResult) {
+    // Every field by name, without `..`: a field added to `ChangeResult` (or to `Root`, below)
+    // fails the build here until it is written too (ARCHITECTURE.md, "Where to start").
+    let ChangeResult {
+        workspace,
+        revision,
+        added,
+        renamed,
+        unchanged,
+        removed,
+        adopted,
+        total,
+        notified_sessions,
+    } = result;
     out.put("{\"workspace\":");
-    string(out, result.workspace.as_str());
+    string(out, workspace.as_str());
     out.put(",\"revision\":");
-    number(out, result.revision);
+    number(out, *revision);
     out.put(",\"added\":");
-    roots_list(out, &result.added);
+    roots_list(out, added);
     out.put(",\"renamed\":");
-    roots_list(out, &result.renamed);
+    roots_list(out, renamed);
     out.put(",\"unchanged\":");
-    roots_list(out, &result.unchanged);
+    roots_list(out, unchanged);
     out.put(",\"removed\":");
-    roots_list(out, &result.removed);
-    if !result.adopted.is_empty() {
+    roots_list(out, removed);
+    if !adopted.is_empty() {
         out.put(",\"adopted\":");
-        roots_list(out, &result.adopted);
+        roots_list(out, adopted);
     }
     out.put(",\"total\":");
-    number(out, result.total as u64);
+    number(out, *total as u64);
     out.put(",\"notified_sessions\":");
-    number(out, result.notified_sessions as u64);
+    number(out, *notified_sessions as u64);
     out.put("}");
 }
 
@@ -135,12 +148,13 @@ pub fn change_result(out: &mut impl Out, result: &ChangeResult) {
 fn roots_list(out: &mut impl Out, roots: &[Root]) {
     out.put("[");
     for (k, root) in roots.iter().enumerate() {
+        let Root { uri, name } = root;
         if k > 0 {
             out.put(",");
         }
         out.put("{\"uri\":");
-        string(out, &root.uri);
-        if let Some(name) = &root.name {
+        string(out, uri);
+        if let Some(name) = name {
             out.put(",\"name\":");
             string(out, name);
         }

@@ -154,21 +154,13 @@ fn next_change(
     pending: &Contents,
     workspace: &WorkspaceName,
     current: &StoredWorkspaceV1,
-    mut next: StoredWorkspaceV1,
+    next: StoredWorkspaceV1,
     origin: Origin,
 ) -> Option<Change> {
     if next.roots == current.roots {
         return None;
     }
-    let revision = pending.revision + 1;
-    next.revision = revision;
-    Some(Change {
-        revision,
-        workspace: workspace.clone(),
-        state: Arc::new(next),
-        origin: Some(origin),
-        time_unix_ms: crate::clock::unix_ms(),
-    })
+    Some(Change::next(pending, workspace.clone(), next, origin))
 }
 
 /// Who holds `root`, as `roots.list` shows it: by hand first, then the sessions.

@@ -428,13 +428,13 @@ mod tests {
         let mut pending = Contents::default();
         let sizes = Sizes::default();
         let write = |pending: &Contents, name: &str, state: StoredWorkspaceV1| {
-            let change = Change {
-                revision: pending.revision + 1,
-                workspace: name.parse().unwrap(),
-                state: state.into(),
-                origin: None,
-                time_unix_ms: 0,
-            };
+            let change = Change::recorded(
+                pending.revision + 1,
+                name.parse().unwrap(),
+                state.into(),
+                None,
+                0,
+            );
             check(pending, Plan::Write(change, ()), &sizes)
         };
         // Workspaces of about 500 KB each, until the total refuses one.

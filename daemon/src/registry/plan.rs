@@ -135,7 +135,7 @@ pub(super) fn plan_remove(
 fn plan_change(
     pending: &Contents,
     workspace: &WorkspaceName,
-    mut next: StoredWorkspaceV1,
+    next: StoredWorkspaceV1,
     mut result: ChangeResult,
     origin: Origin,
 ) -> Plan<ChangeResult> {
@@ -147,19 +147,9 @@ fn plan_change(
             reply: result,
         };
     }
-    let revision = pending.revision + 1;
-    next.revision = revision;
-    result.revision = revision;
-    Plan::Write(
-        Change {
-            revision,
-            workspace: workspace.clone(),
-            state: Arc::new(next),
-            origin: Some(origin),
-            time_unix_ms: crate::clock::unix_ms(),
-        },
-        result,
-    )
+    let change = Change::next(pending, workspace.clone(), next, origin);
+    result.revision = change.revision;
+    Plan::Write(change, result)
 }
 
 fn empty_result(workspace: &WorkspaceName) -> ChangeResult {

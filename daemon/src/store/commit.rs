@@ -785,10 +785,10 @@ mod tests {
     }
 
     fn change_to(workspace: &str, revision: u64) -> Change {
-        Change {
+        Change::recorded(
             revision,
-            workspace: rootsd_proto::WorkspaceName::new(workspace).unwrap(),
-            state: StoredWorkspaceV1 {
+            rootsd_proto::WorkspaceName::new(workspace).unwrap(),
+            StoredWorkspaceV1 {
                 revision,
                 roots: vec![Arc::new(StoredRootV1 {
                     uri: format!("file:///r{revision}").into(),
@@ -798,9 +798,9 @@ mod tests {
                 })],
             }
             .into(),
-            origin: None,
-            time_unix_ms: 0,
-        }
+            None,
+            0,
+        )
     }
 
     fn write_next(committer: &Committer) -> Ticket {

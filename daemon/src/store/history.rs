@@ -331,17 +331,17 @@ mod tests {
     }
 
     fn change(revision: u64, workspace: &str, roots: Vec<StoredRootV1>) -> Change {
-        Change {
+        Change::recorded(
             revision,
-            workspace: ws(workspace),
-            state: StoredWorkspaceV1 {
+            ws(workspace),
+            StoredWorkspaceV1 {
                 revision,
                 roots: shared(roots),
             }
             .into(),
-            origin: by(1000),
-            time_unix_ms: 1_796_000_000_000 + revision,
-        }
+            by(1000),
+            1_796_000_000_000 + revision,
+        )
     }
 
     #[test]
@@ -402,10 +402,8 @@ mod tests {
         let first = change(1, "w", vec![root("file:///a", None)]);
         let added: Vec<StoredRootV1> = first.state.roots.iter().map(|r| (**r).clone()).collect();
         assert_eq!(entry(None, &first).unwrap().added, added);
-        let old = Change {
-            origin: None,
-            ..first
-        };
+        let mut old = first;
+        old.origin = None;
         assert_eq!(entry(None, &old), None);
     }
 
@@ -463,10 +461,9 @@ mod tests {
     fn changes_journaled_without_history_leave_it_starting_after_them() {
         let mut contents = Contents::default();
         for revision in 1..=3 {
-            contents.apply(&Change {
-                origin: None,
-                ..change(revision, "w", Vec::new())
-            });
+            let mut old = change(revision, "w", Vec::new());
+            old.origin = None;
+            contents.apply(&old);
         }
         assert!(contents.history.is_empty());
         assert_eq!(contents.recorded_from(), 4);

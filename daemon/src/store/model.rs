@@ -176,6 +176,48 @@ pub struct Change {
     pub time_unix_ms: u64,
 }
 
+impl Change {
+    /// `state` as the next state of `workspace`, made by `origin` now: the store revision after
+    /// `pending`'s, stamped on the state too. Every change the daemon decides (by hand, for a
+    /// session, at start-up) is made here, so that the rule is said once; a tidy test
+    /// (`tests/tests/tidy/changes.rs`) fails a `Change { … }` built anywhere else.
+    pub fn next(
+        pending: &Contents,
+        workspace: WorkspaceName,
+        mut state: StoredWorkspaceV1,
+        origin: Origin,
+    ) -> Self {
+        let revision = pending.revision + 1;
+        state.revision = revision;
+        Self {
+            revision,
+            workspace,
+            state: Arc::new(state),
+            origin: Some(origin),
+            time_unix_ms: crate::clock::unix_ms(),
+        }
+    }
+
+    /// A change from its parts as a journal record holds them, for reading one back (and for
+    /// tests that need a change of their own making): nothing is decided or stamped here, and
+    /// only the journal calls it outside tests.
+    pub fn recorded(
+        revision: u64,
+        workspace: WorkspaceName,
+        state: Arc<StoredWorkspaceV1>,
+        origin: Option<Origin>,
+        time_unix_ms: u64,
+    ) -> Self {
+        Self {
+            revision,
+            workspace,
+            state,
+            origin,
+            time_unix_ms,
+        }
+    }
+}
+
 /// Who made a change, as the daemon knew it when it planned the change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -393,5 +435,28 @@ mod tests {
         removed.remove(2);
         let (old, new) = unshared(&before, &removed);
         assert_eq!((uris(old), uris(new)), (vec!["file:///c"], vec![]));
+    }
+
+    #[test]
+    fn the_next_change_is_the_revision_after_the_pending_one_stamped_with_who_and_when() {
+        let pending = Contents {
+            revision: 41,
+            ..Contents::default()
+        };
+        let workspace: WorkspaceName = "work".parse().expect("a valid name");
+        let state = StoredWorkspaceV1 {
+            revision: 7,
+            roots: roots(&["file:///a"]),
+        };
+        let origin = Origin::daemon("a test");
+        let before = crate::clock::unix_ms();
+        let change = Change::next(&pending, workspace.clone(), state.clone(), origin.clone());
+        let after = crate::clock::unix_ms();
+        assert_eq!(change.revision, 42);
+        assert_eq!(change.state.revision, 42, "the state carries its revision");
+        assert_eq!(change.state.roots, state.roots);
+        assert_eq!(change.workspace, workspace);
+        assert_eq!(change.origin, Some(origin));
+        assert!((before..=after).contains(&change.time_unix_ms));
     }
 }

@@ -425,6 +425,7 @@ fn the_unsafe_check_would_see_an_allowance() {
     assert_eq!(unsafe_allowances(sample), vec![2, 4]);
 }
 
+mod changes;
 mod imports;
 
 #[test]

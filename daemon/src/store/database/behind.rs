@@ -75,16 +75,16 @@ mod tests {
     use crate::store::model::StoredWorkspaceV1;
 
     fn change(revision: u64, workspace: &str) -> Change {
-        Change {
+        Change::recorded(
             revision,
-            workspace: WorkspaceName::new(workspace).unwrap(),
-            state: Arc::new(StoredWorkspaceV1 {
+            WorkspaceName::new(workspace).unwrap(),
+            Arc::new(StoredWorkspaceV1 {
                 revision,
                 ..StoredWorkspaceV1::default()
             }),
-            origin: None,
-            time_unix_ms: revision,
-        }
+            None,
+            revision,
+        )
     }
 
     #[test]

@@ -15,10 +15,10 @@ fn ws(name: &str) -> WorkspaceName {
 
 /// A change of workspace `w` to one root, `file:///r<revision>`, made by uid 1000.
 fn change(revision: u64) -> Change {
-    Change {
+    Change::recorded(
         revision,
-        workspace: ws("w"),
-        state: StoredWorkspaceV1 {
+        ws("w"),
+        StoredWorkspaceV1 {
             revision,
             roots: vec![Arc::new(crate::store::model::StoredRootV1 {
                 uri: format!("file:///r{revision}").into(),
@@ -28,14 +28,14 @@ fn change(revision: u64) -> Change {
             })],
         }
         .into(),
-        origin: Some(crate::store::model::Origin::Peer(
+        Some(crate::store::model::Origin::Peer(
             crate::store::model::PeerV1 {
                 uid: 1000,
                 ..Default::default()
             },
         )),
-        time_unix_ms: revision,
-    }
+        revision,
+    )
 }
 
 /// The history keys in the database, as slots.
@@ -119,13 +119,7 @@ fn checkpointed_changes_survive_reopening() {
     {
         let store = Store::open(dir.path()).unwrap();
         assert!(store.was_fresh());
-        let change = Change {
-            revision: 3,
-            workspace: ws("work"),
-            state: contents.clone().into(),
-            origin: None,
-            time_unix_ms: 0,
-        };
+        let change = Change::recorded(3, ws("work"), contents.clone().into(), None, 0);
         let mut after = Contents::default();
         after.apply(&change);
         store.apply(&[change], &after).unwrap();
@@ -312,18 +306,18 @@ fn edited(previous: &StoredWorkspaceV1, revision: u64, dice: &mut Dice) -> Store
 
 /// A change of workspace `workspace` to `state`, made by uid 1000.
 fn change_to(workspace: &str, state: StoredWorkspaceV1) -> Change {
-    Change {
-        revision: state.revision,
-        workspace: ws(workspace),
-        state: state.into(),
-        origin: Some(crate::store::model::Origin::Peer(
+    Change::recorded(
+        state.revision,
+        ws(workspace),
+        state.into(),
+        Some(crate::store::model::Origin::Peer(
             crate::store::model::PeerV1 {
                 uid: 1000,
                 ..Default::default()
             },
         )),
-        time_unix_ms: 1,
-    }
+        1,
+    )
 }
 
 /// `count` random changes to three workspaces, applied to `contents` and to `store` in bursts

@@ -324,13 +324,13 @@ fn decode(line: &[u8]) -> Result<Entry, String> {
             state,
             origin,
             time_unix_ms,
-        } => Entry::Change(Change {
+        } => Entry::Change(Change::recorded(
             revision,
             workspace,
             state,
             origin,
             time_unix_ms,
-        }),
+        )),
         RecordV1::Checkpoint { revision } => Entry::Checkpoint(revision),
         RecordV1::Delta {
             revision,

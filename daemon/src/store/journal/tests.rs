@@ -8,10 +8,10 @@ fn ws(name: &str) -> WorkspaceName {
 }
 
 fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
-    Change {
+    Change::recorded(
         revision,
-        workspace: ws(workspace),
-        state: StoredWorkspaceV1 {
+        ws(workspace),
+        StoredWorkspaceV1 {
             revision,
             roots: uris
                 .iter()
@@ -26,15 +26,15 @@ fn change(revision: u64, workspace: &str, uris: &[&str]) -> Change {
                 .collect(),
         }
         .into(),
-        origin: Some(Origin::Peer(crate::store::model::PeerV1 {
+        Some(Origin::Peer(crate::store::model::PeerV1 {
             uid: 1000,
             user: Some("ana".into()),
             pid: Some(4242),
             process: Some("rootsctl".into()),
             client: Some("rootsctl 0.1.0".into()),
         })),
-        time_unix_ms: 1_796_000_000_000 + revision,
-    }
+        1_796_000_000_000 + revision,
+    )
 }
 
 #[test]

@@ -175,18 +175,15 @@ pub fn withdraw_sessions(opened: &mut Opened) -> Result<usize, StoreError> {
     }
     let path = opened.journal.path().to_owned();
     let mut changes = Vec::with_capacity(withdrawn.len());
-    for (workspace, mut state) in withdrawn {
-        let revision = opened.contents.revision + 1;
-        state.revision = revision;
-        let change = Change {
-            revision,
+    for (workspace, state) in withdrawn {
+        let change = Change::next(
+            &opened.contents,
             workspace,
-            state: Arc::new(state),
-            origin: Some(Origin::daemon(
+            state,
+            Origin::daemon(
                 "start-up: withdrawing the roots sessions of the previous run published",
-            )),
-            time_unix_ms: crate::clock::unix_ms(),
-        };
+            ),
+        );
         let previous = opened
             .contents
             .workspaces
@@ -308,10 +305,10 @@ mod tests {
     use rootsd_proto::WorkspaceName;
 
     fn change(revision: u64, origin: Option<Origin>) -> Change {
-        Change {
+        Change::recorded(
             revision,
-            workspace: WorkspaceName::new("w").unwrap(),
-            state: StoredWorkspaceV1 {
+            WorkspaceName::new("w").unwrap(),
+            StoredWorkspaceV1 {
                 revision,
                 roots: vec![Arc::new(StoredRootV1 {
                     uri: format!("file:///r{revision}").into(),
@@ -322,8 +319,8 @@ mod tests {
             }
             .into(),
             origin,
-            time_unix_ms: revision,
-        }
+            revision,
+        )
     }
 
     fn by_ana() -> Option<Origin> {

@@ -453,16 +453,16 @@ mod tests {
             by_hand: true,
             published_by: Vec::new(),
         }));
-        Change {
+        Change::recorded(
             revision,
             workspace,
-            state: state.into(),
-            origin: Some(Origin::Peer(PeerV1 {
+            state.into(),
+            Some(Origin::Peer(PeerV1 {
                 uid: 1000,
                 ..PeerV1::default()
             })),
-            time_unix_ms: revision,
-        }
+            revision,
+        )
     }
 
     /// A state directory after a crash: `total` changes acknowledged (all in the journal), the
@@ -575,17 +575,17 @@ mod tests {
         let mut starts = Vec::new();
         for (k, (workspace, roots)) in steps.into_iter().enumerate() {
             let revision = k as u64 + 1;
-            let change = Change {
+            let change = Change::recorded(
                 revision,
-                workspace: WorkspaceName::new(workspace).unwrap(),
-                state: StoredWorkspaceV1 {
+                WorkspaceName::new(workspace).unwrap(),
+                StoredWorkspaceV1 {
                     revision,
                     roots: roots.into_iter().map(Arc::new).collect(),
                 }
                 .into(),
-                origin: Some(Origin::daemon("test")),
-                time_unix_ms: 1,
-            };
+                Some(Origin::daemon("test")),
+                1,
+            );
             let delta = journal::Delta::between(
                 contents.workspaces.get(&change.workspace).map(Arc::as_ref),
                 &change,
