@@ -427,6 +427,7 @@ fn the_unsafe_check_would_see_an_allowance() {
 
 mod changes;
 mod imports;
+mod limits;
 
 #[test]
 fn no_module_imports_one_that_imports_it_back() {
