@@ -319,6 +319,21 @@ impl Proxy {
         self.request("tools/call", json!({"name": name, "arguments": arguments}))
     }
 
+    /// The text a tool call answered with, or the error it gave (a tool error's text, or the
+    /// whole response when it has no text).
+    pub fn tool_text(&mut self, name: &str, arguments: Value) -> Result<String, String> {
+        let response = self.call_tool(name, arguments);
+        let text = response
+            .pointer("/result/content/0/text")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match (text, response.pointer("/result/isError")) {
+            (Some(text), Some(Value::Bool(true))) => Err(text),
+            (Some(text), _) => Ok(text),
+            (None, _) => Err(response.to_string()),
+        }
+    }
+
     /// The real server's `list_allowed_directories`.
     #[track_caller]
     pub fn allowed_dirs(&mut self) -> BTreeSet<PathBuf> {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use rootsd_tests::Sandbox;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{Proxy, add_wait, remove_wait, wait_for_session};
 
@@ -33,16 +33,7 @@ fn ripgrep_server() -> Vec<OsString> {
 
 /// The text of mcp-ripgrep's `search` for `pattern` in `path`, or the error it gave.
 fn search(proxy: &mut Proxy, pattern: &str, path: &str) -> Result<String, String> {
-    let response = proxy.call_tool("search", json!({"pattern": pattern, "path": path}));
-    let text = response
-        .pointer("/result/content/0/text")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    match (text, response.pointer("/result/isError")) {
-        (Some(text), Some(Value::Bool(true))) => Err(text),
-        (Some(text), _) => Ok(text),
-        (None, _) => Err(response.to_string()),
-    }
+    proxy.tool_text("search", json!({"pattern": pattern, "path": path}))
 }
 
 /// `rootsctl proxy --cwd {root} -- npx -y mcp-ripgrep`: mcp-ripgrep takes no directory on its

@@ -391,17 +391,8 @@ fn a_proxy_told_to_end_during_a_restart_ends_with_the_old_server() {
         },
     );
     fake.proxy.initialize();
-    fake.sb.mkdir("two");
-    fake.sb.ctl_ok(&["add", "two"]);
     // The old server is being stopped: its stdin is closed, and it lingers.
-    eventually("the old server's stdin to close", PATIENCE, || {
-        let stderr = fake.proxy.stderr();
-        if stderr.contains("stdin closed") {
-            Ok(())
-        } else {
-            Err(stderr)
-        }
-    });
+    restart_until_the_old_server_is_stopping(&mut fake);
     let pid = rustix::process::Pid::from_raw(fake.proxy.pid() as i32).expect("a real pid");
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("signal the proxy");
     let status = fake.proxy.wait_exit();
@@ -431,17 +422,8 @@ fn a_host_that_closes_stdin_during_a_restart_ends_the_session_without_a_new_serv
         },
     );
     fake.proxy.initialize();
-    fake.sb.mkdir("two");
-    fake.sb.ctl_ok(&["add", "two"]);
     // The old server is being stopped: its stdin is closed, and it lingers until SIGTERM.
-    eventually("the old server's stdin to close", PATIENCE, || {
-        let stderr = fake.proxy.stderr();
-        if stderr.contains("stdin closed") {
-            Ok(())
-        } else {
-            Err(stderr)
-        }
-    });
+    restart_until_the_old_server_is_stopping(&mut fake);
     let left = Instant::now();
     fake.proxy.close_stdin();
     fake.proxy.wait_exit();
@@ -503,4 +485,19 @@ fn a_server_that_exits_at_its_first_start_gets_the_host_an_error_naming_its_exit
     assert!(failure.contains("started for workspace"), "{failure}");
     let refused = fake.proxy.request("ping", json!({}));
     assert!(refused.get("error").is_some(), "{refused}");
+}
+
+/// Adds a root, which restarts the server of `{roots}`, and waits until the old server's stdin
+/// was closed: the restart is under way and the old server, which lingers, has not yet ended.
+fn restart_until_the_old_server_is_stopping(fake: &mut FakeSession) {
+    fake.sb.mkdir("two");
+    fake.sb.ctl_ok(&["add", "two"]);
+    eventually("the old server's stdin to close", PATIENCE, || {
+        let stderr = fake.proxy.stderr();
+        if stderr.contains("stdin closed") {
+            Ok(())
+        } else {
+            Err(stderr)
+        }
+    });
 }

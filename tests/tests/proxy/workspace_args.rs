@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rootsd_tests::Sandbox;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{
     Proxy, add_wait, filesystem_server, git_server, remove_wait, wait_for_session,
@@ -69,16 +69,7 @@ fn repository(dir: &Path, message: &str) {
 
 /// The text of `git_log` for `repo_path`, or the error it gave.
 fn git_log(proxy: &mut Proxy, repo_path: &str) -> Result<String, String> {
-    let response = proxy.call_tool("git_log", json!({"repo_path": repo_path}));
-    let text = response
-        .pointer("/result/content/0/text")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    match (text, response.pointer("/result/isError")) {
-        (Some(text), Some(Value::Bool(true))) => Err(text),
-        (Some(text), _) => Ok(text),
-        (None, _) => Err(response.to_string()),
-    }
+    proxy.tool_text("git_log", json!({"repo_path": repo_path}))
 }
 
 #[test]
