@@ -22,17 +22,17 @@
 
 pub mod args;
 pub mod autostart;
-pub mod client;
+mod client;
 pub mod commands;
 mod config;
 pub mod doctor;
 pub mod errors;
 pub mod hosts;
-pub mod locate;
+mod locate;
 pub mod log;
 pub mod output;
-pub mod presence;
+mod presence;
 pub mod proxy;
 mod reach;
-pub mod resolve;
+mod resolve;
 mod wait;
