@@ -128,7 +128,7 @@ pub enum Command {
     /// Without a subcommand, lists each host's file, its servers, whether each is stdio and
     /// whether it already runs behind rootsd. `wrap` and `unwrap` edit the files in place, with a
     /// backup, touching only the wrapped entries' command and arguments.
-    Hosts(HostsArgs),
+    Hosts(rootsd_hosts::HostsArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -248,6 +248,25 @@ pub fn proxy_args(args: &[String]) -> Option<ProxyArgs> {
         })
 }
 
+/// Whether `rootsctl ARGS` runs a server behind rootsd: a `rootsctl proxy` that rootsctl's parser
+/// accepts, whose templates and `--map`s the proxy accepts too, checked as the proxy checks them
+/// before it starts anything. `rootsctl hosts` asks this of every entry (it cannot parse
+/// rootsctl's command line itself), so an entry the proxy would refuse is never called wrapped.
+pub fn is_proxy(args: &[String]) -> bool {
+    proxy_args(args).is_some_and(|proxy| {
+        // A relative HOST_DIR is taken from the host's directory, unknown here: any will do to
+        // check the form.
+        let maps =
+            proxy.map.is_empty() || crate::resolve::path_maps(&proxy.map, Path::new("/")).is_ok();
+        maps && rootsd_relay::template::LaunchTemplate::parse(
+            &proxy.command,
+            &proxy.env,
+            proxy.cwd.as_deref(),
+        )
+        .is_ok()
+    })
+}
+
 /// `rootsctl proxy --host-roots MODE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum HostRootsArg {
@@ -324,58 +343,6 @@ pub struct WatchArgs {
     pub workspace: Option<WorkspaceName>,
     #[command(flatten)]
     pub json: JsonArg,
-}
-
-#[derive(Debug, Args)]
-pub struct HostsArgs {
-    #[command(subcommand)]
-    pub action: Option<HostsAction>,
-    /// Also a project's files (its .mcp.json, .vscode/mcp.json, .cursor/mcp.json, …)
-    #[arg(long, value_name = "DIR")]
-    pub project: Option<PathBuf>,
-    #[command(flatten)]
-    pub json: JsonArg,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum HostsAction {
-    /// Put every stdio server of these hosts (all found, by default) behind `rootsctl proxy`
-    ///
-    /// Each entry's command becomes this rootsctl's absolute path and its arguments `proxy
-    /// [OPTIONS] -- COMMAND ARGS...`; hosts that give their servers roots of their own (Claude
-    /// Code, VS Code, Cursor, opencode) get `--host-roots merge`. Entries already behind rootsd,
-    /// and HTTP or SSE entries, are left alone. Each file is backed up in
-    /// ~/.local/state/rootsctl/hosts/backups first.
-    Wrap(WrapArgs),
-    /// Restore every server rootsctl wrapped to exactly what it was
-    Unwrap(UnwrapArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct WrapArgs {
-    /// Hosts to wrap (claude-desktop, claude-code, vscode, cursor, windsurf, zed, gemini, codex,
-    /// goose, opencode, continue, cline, lmstudio) [default: every host found]
-    #[arg(value_name = "HOST")]
-    pub hosts: Vec<String>,
-    /// Print a unified diff of each file and change nothing
-    #[arg(long)]
-    pub dry_run: bool,
-    /// The workspace the wrapped servers get [default: the proxy's, `default`]
-    #[arg(long, short = 'w', value_name = "NAME")]
-    pub workspace: Option<WorkspaceName>,
-    /// Also a project's files (its .mcp.json, .vscode/mcp.json, .cursor/mcp.json, …)
-    #[arg(long, value_name = "DIR")]
-    pub project: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct UnwrapArgs {
-    /// Hosts to unwrap [default: every host rootsctl wrapped]
-    #[arg(value_name = "HOST")]
-    pub hosts: Vec<String>,
-    /// Print a unified diff of each file and change nothing
-    #[arg(long)]
-    pub dry_run: bool,
 }
 
 /// rootsctl's variables that name a path, and what leaving each unset means.

@@ -176,6 +176,7 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             | ClientError::Autostart(_) => Exit::Unreachable,
         }
     } else if err.downcast_ref::<UsageError>().is_some()
+        || err.downcast_ref::<rootsd_hosts::UsageError>().is_some()
         || err.downcast_ref::<ConfigError>().is_some()
     {
         Exit::Usage
@@ -187,7 +188,7 @@ pub fn exit_status(err: &anyhow::Error) -> u8 {
             _ => Exit::CannotExecute,
         }
     } else {
-        // ProblemsFound, ResolveError, and anything unforeseen: nothing was changed.
+        // ProblemsFound, ResolveError, rootsd_hosts::HostsRefused, and anything unforeseen: nothing was changed.
         Exit::Refused
     };
     exit.code()
@@ -276,12 +277,6 @@ impl SpawnError {
         }
     }
 }
-
-/// `rootsctl hosts wrap|unwrap` left files or servers as they were; each is named above
-/// (exit status 1).
-#[derive(Debug, thiserror::Error)]
-#[error("{0} file(s) or server(s) were left as they were; the messages above say why")]
-pub struct HostsRefused(pub usize);
 
 /// Doctor found problems; they are already printed (exit status 1).
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,8 @@
 //! - [`presence`]: whether each root's directory is there (missing, not a directory, unreadable).
 //! - [`reach`]: which directory or socket mode keeps this user from the socket, and the fix.
 //! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
-//! - [`hosts`]: `rootsctl hosts`, which lists, wraps and unwraps the apps' MCP servers.
+//! - `rootsctl hosts`, which lists, wraps and unwraps the apps' MCP servers, is the crate
+//!   `rootsd-hosts`: [`args::is_proxy`] is what it asks of rootsctl's own parser.
 //! - [`errors`]: every error rootsctl reports, and the one map from an error to its documented
 //!   exit status.
 //!
@@ -27,7 +28,6 @@ pub mod commands;
 mod config;
 pub mod doctor;
 pub mod errors;
-pub mod hosts;
 mod locate;
 pub mod log;
 pub mod output;

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         // It edits files only: neither the daemon nor the configuration file is needed.
         (Command::Hosts(args), _) => {
             let mut out = io::stdout().lock();
-            rootsctl::hosts::run(args, cli.socket, &mut out)
+            rootsd_hosts::run(args, cli.socket, args::is_proxy, &mut out)
                 .and_then(|()| out.flush().map_err(anyhow::Error::from))
         }
         (_, Err(config)) => Err(config.into()),

@@ -37,6 +37,7 @@ fn source_dirs() -> Vec<PathBuf> {
     [
         "proto/src",
         "relay/src",
+        "hosts/src",
         "daemon/src",
         "daemon/tests",
         "cli/src",
@@ -91,6 +92,7 @@ fn only_the_store_module_names_sled() {
     for manifest in [
         "proto/Cargo.toml",
         "relay/Cargo.toml",
+        "hosts/Cargo.toml",
         "cli/Cargo.toml",
         "tests/Cargo.toml",
     ] {
@@ -184,6 +186,26 @@ fn the_relay_depends_on_no_io_library() {
     assert!(
         rootsctl.contains(&"tokio") && rootsctl.contains(&"rustix"),
         "the check misses rootsctl's I/O libraries: {rootsctl:?}"
+    );
+}
+
+#[test]
+fn the_host_editor_depends_on_no_tokio() {
+    // `rootsctl hosts` edits files and reads /proc, with neither the daemon nor a runtime: it
+    // runs before rootsctl starts one.
+    let crates = normal_dependencies("rootsd-hosts");
+    let found = present(&crates, &["tokio", "tokio-util", "interprocess"]);
+    assert!(
+        found.is_empty(),
+        "rootsd-hosts depends on {found:?}, directly or through another crate; the host editor must not (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    // The same check on the binary, which runs the proxy and talks to the daemon, finds tokio.
+    let rootsctl = present(&normal_dependencies("rootsctl"), &["tokio", "tokio-util"]);
+    assert_eq!(
+        rootsctl,
+        ["tokio", "tokio-util"],
+        "the check misses rootsctl's runtime"
     );
 }
 
