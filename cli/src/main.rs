@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use rootsctl::args::{self, Cli, Command};
-use rootsctl::autostart::Target;
 use rootsctl::errors::{self, Exit};
 use rootsctl::{commands, output};
+use rootsd_client::autostart::Target;
 
 fn main() -> ExitCode {
     // The keeper of a proxy's server (`rootsctl proxy`) is this binary started again, before

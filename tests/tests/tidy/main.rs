@@ -37,6 +37,7 @@ fn source_dirs() -> Vec<PathBuf> {
     [
         "proto/src",
         "relay/src",
+        "client/src",
         "hosts/src",
         "daemon/src",
         "daemon/tests",
@@ -92,6 +93,7 @@ fn only_the_store_module_names_sled() {
     for manifest in [
         "proto/Cargo.toml",
         "relay/Cargo.toml",
+        "client/Cargo.toml",
         "hosts/Cargo.toml",
         "cli/Cargo.toml",
         "tests/Cargo.toml",
@@ -206,6 +208,28 @@ fn the_host_editor_depends_on_no_tokio() {
         rootsctl,
         ["tokio", "tokio-util"],
         "the check misses rootsctl's runtime"
+    );
+}
+
+/// The parsers of the hosts' TOML and YAML files, which only the host editor reads.
+const HOST_FILE_PARSERS: [&str; 2] = ["toml_edit", "saphyr-parser"];
+
+#[test]
+fn the_client_library_depends_on_no_host_file_parser() {
+    let crates = normal_dependencies("rootsd-client");
+    let found = present(&crates, &HOST_FILE_PARSERS);
+    assert!(
+        found.is_empty(),
+        "rootsd-client depends on {found:?}, directly or through another crate; only the host editor (rootsd-hosts) reads the hosts' TOML and YAML files (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    let found = present(&crates, &["rootsd-hosts"]);
+    assert!(found.is_empty(), "rootsd-client depends on rootsd-hosts");
+    // The same check on the host editor finds what it looks for.
+    assert_eq!(
+        present(&normal_dependencies("rootsd-hosts"), &HOST_FILE_PARSERS),
+        HOST_FILE_PARSERS,
+        "the check misses the host editor's parsers"
     );
 }
 
