@@ -6,12 +6,12 @@
 //! - [`log`]: `rootsctl log`, the history of changes, page by page.
 //! - [`doctor`]: `rootsctl doctor`, which checks the setup and explains each fix.
 //! - [`output`]: tables, JSON, and quiet exits on a closed pipe.
-//! - [`proxy`]: `rootsctl proxy`, the MCP relay that gives any stdio server rootsd's roots.
 //! - [`errors`]: every error rootsctl reports, and the one map from an error to its documented
 //!   exit status.
 //!
 //! Finding, reaching and starting the daemon, and the control connection, are the crate
-//! `rootsd-client` (imported here under its modules' names). `rootsctl hosts`, which lists, wraps
+//! `rootsd-client` (imported here under its modules' names). `rootsctl proxy`, the MCP relay that
+//! gives any stdio server rootsd's roots, is the crate `rootsd-proxy`. `rootsctl hosts`, which lists, wraps
 //! and unwraps the apps' MCP servers, is the crate `rootsd-hosts`: [`args::is_proxy`] is what it
 //! asks of rootsctl's own parser.
 //!
@@ -23,7 +23,6 @@ pub mod doctor;
 pub mod errors;
 pub mod log;
 pub mod output;
-pub mod proxy;
 mod wait;
 
 use rootsd_client::{autostart, client, config, locate, presence, reach, resolve};

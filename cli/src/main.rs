@@ -14,8 +14,8 @@ fn main() -> ExitCode {
     // The keeper of a proxy's server (`rootsctl proxy`) is this binary started again, before
     // any of the command line is parsed.
     let own: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
-    if rootsctl::proxy::keeper::requested(&own) {
-        rootsctl::proxy::keeper::main(&std::env::args_os().collect::<Vec<_>>());
+    if rootsd_proxy::keeper::requested(&own) {
+        rootsd_proxy::keeper::main(&std::env::args_os().collect::<Vec<_>>());
     }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches)
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         (Command::Proxy(args), Ok(target)) => {
             let runtime = runtime();
             let result = runtime
-                .block_on(rootsctl::proxy::run(&target, args))
+                .block_on(rootsd_proxy::run(&target, args))
                 .and_then(errors::ServerExit::into_result);
             // The read of our stdin runs on a blocking thread that cannot be cancelled; when the
             // server exits first, the host may still hold stdin open, and waiting for that read

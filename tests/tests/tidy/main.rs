@@ -38,6 +38,7 @@ fn source_dirs() -> Vec<PathBuf> {
         "proto/src",
         "relay/src",
         "client/src",
+        "proxy/src",
         "hosts/src",
         "daemon/src",
         "daemon/tests",
@@ -94,6 +95,7 @@ fn only_the_store_module_names_sled() {
         "proto/Cargo.toml",
         "relay/Cargo.toml",
         "client/Cargo.toml",
+        "proxy/Cargo.toml",
         "hosts/Cargo.toml",
         "cli/Cargo.toml",
         "tests/Cargo.toml",
@@ -184,10 +186,10 @@ fn the_relay_depends_on_no_io_library() {
         crates.join("\n")
     );
     // The same check on the crate that does the proxy's I/O finds what it looks for.
-    let rootsctl = present(&normal_dependencies("rootsctl"), &IO_CRATES);
+    let proxy = present(&normal_dependencies("rootsd-proxy"), &IO_CRATES);
     assert!(
-        rootsctl.contains(&"tokio") && rootsctl.contains(&"rustix"),
-        "the check misses rootsctl's I/O libraries: {rootsctl:?}"
+        proxy.contains(&"tokio") && proxy.contains(&"rustix"),
+        "the check misses the proxy's I/O libraries: {proxy:?}"
     );
 }
 
@@ -231,6 +233,19 @@ fn the_client_library_depends_on_no_host_file_parser() {
         HOST_FILE_PARSERS,
         "the check misses the host editor's parsers"
     );
+}
+
+#[test]
+fn the_proxy_depends_on_no_host_file_parser() {
+    let crates = normal_dependencies("rootsd-proxy");
+    let found = present(&crates, &HOST_FILE_PARSERS);
+    assert!(
+        found.is_empty(),
+        "rootsd-proxy depends on {found:?}, directly or through another crate; only the host editor (rootsd-hosts) reads the hosts' TOML and YAML files (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    let found = present(&crates, &["rootsd-hosts"]);
+    assert!(found.is_empty(), "rootsd-proxy depends on rootsd-hosts");
 }
 
 #[test]
@@ -416,7 +431,7 @@ fn the_checks_above_would_see_a_violation() {
 /// The one place allowed `unsafe`, and why. Everything else stays under the workspace's
 /// `unsafe_code = "deny"`; an `#[allow(unsafe_code)]` anywhere else fails here.
 const UNSAFE_ALLOWED: (&str, &str) = (
-    "cli/src/proxy/process.rs",
+    "proxy/src/process.rs",
     "the server's start: a clone sharing the proxy's memory, whose child sets PR_SET_PDEATHSIG and execs",
 );
 
