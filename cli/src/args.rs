@@ -115,7 +115,7 @@ pub enum Command {
     ///
     /// Put this in front of the server command in any host's configuration. The server is told
     /// the workspace's roots and hears about every change; everything else passes untouched.
-    Proxy(ProxyArgs),
+    Proxy(rootsd_proxy::ProxyArgs),
     /// Check the socket, the daemon, the state directory, the systemd units and the roots, and
     /// explain how to fix each problem
     ///
@@ -128,7 +128,7 @@ pub enum Command {
     /// Without a subcommand, lists each host's file, its servers, whether each is stdio and
     /// whether it already runs behind rootsd. `wrap` and `unwrap` edit the files in place, with a
     /// backup, touching only the wrapped entries' command and arguments.
-    Hosts(HostsArgs),
+    Hosts(rootsd_hosts::HostsArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -179,56 +179,10 @@ pub struct WaitArgs {
     pub timeout: f64,
 }
 
-#[derive(Debug, Args)]
-pub struct ProxyArgs {
-    #[command(flatten)]
-    pub workspace: WorkspaceArg,
-    /// Label shown by `rootsctl sessions` [default: the command's name]
-    #[arg(long, short = 'n', value_name = "LABEL")]
-    pub name: Option<String>,
-    /// Declare roots to the server without listChanged: it is never notified of changes
-    #[arg(long)]
-    pub no_list_changed: bool,
-    /// Show the server roots under HOST_DIR at SERVER_DIR, as a container or VM mounts them
-    /// (repeatable; the longest HOST_DIR containing a root wins). Roots outside every HOST_DIR
-    /// are withheld from the server, and `rootsctl sessions` counts them. A relative HOST_DIR is
-    /// taken from the current directory; SERVER_DIR is the server's path and need not exist here
-    #[arg(long = "map", value_name = "HOST_DIR=SERVER_DIR")]
-    pub map: Vec<std::ffi::OsString>,
-    /// What the server sees of the host's own roots (an editor's open folders): replace (the
-    /// workspace's instead), merge (both; the host is asked for its roots, and again when it says
-    /// they changed), or publish (the host's join the workspace, for every session, while this
-    /// one lasts)
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = HostRootsArg::Replace)]
-    pub host_roots: HostRootsArg,
-    /// Set a variable for the server (repeatable): {root} is the first root's path, {roots}
-    /// every path joined with ':' (after --map). A change that alters it restarts the server
-    #[arg(long = "env", value_name = "NAME=TEMPLATE")]
-    pub env: Vec<std::ffi::OsString>,
-    /// Start the server in this directory, such as {root} (the first root's path, after --map).
-    /// A change that alters it restarts the server
-    #[arg(long, value_name = "TEMPLATE")]
-    pub cwd: Option<std::ffi::OsString>,
-    /// The MCP server to run, after `--`. In its arguments, {roots} is one argument per root,
-    /// {roots:FLAG} is FLAG and a root's path per root, an argument containing {roots} (such as
-    /// --allow={roots}) is repeated per root, {root} is the first root's path, and {{ }} are
-    /// literal braces; the paths are the roots the server is shown (after --map). A change that
-    /// alters the command line restarts the server without the host noticing. The `--` may be
-    /// left out (hosts such as Gemini CLI drop it): the first argument that is not an option
-    /// starts the command, and everything after it is the server's
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        num_args = 1..,
-        value_name = "COMMAND"
-    )]
-    pub command: Vec<std::ffi::OsString>,
-}
-
 /// The proxy's arguments when `rootsctl ARGS` is a `rootsctl proxy` that rootsctl's parser
 /// accepts: what a host's entry must run to be behind rootsd. Read without the environment,
 /// which is the host's and not this shell's.
-pub fn proxy_args(args: &[String]) -> Option<ProxyArgs> {
+pub fn proxy_args(args: &[String]) -> Option<rootsd_proxy::ProxyArgs> {
     use clap::{CommandFactory as _, FromArgMatches as _};
     thread_local! {
         // Building the parser costs about as much as reading a large file's entries: it is built
@@ -248,25 +202,23 @@ pub fn proxy_args(args: &[String]) -> Option<ProxyArgs> {
         })
 }
 
-/// `rootsctl proxy --host-roots MODE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum HostRootsArg {
-    /// The server sees the workspace's roots only
-    Replace,
-    /// The server sees the workspace's roots and the host's
-    Merge,
-    /// The host's roots join the workspace while the session lasts
-    Publish,
-}
-
-impl From<HostRootsArg> for rootsd_proto::host_roots::HostRootsMode {
-    fn from(arg: HostRootsArg) -> Self {
-        match arg {
-            HostRootsArg::Replace => Self::Replace,
-            HostRootsArg::Merge => Self::Merge,
-            HostRootsArg::Publish => Self::Publish,
-        }
-    }
+/// Whether `rootsctl ARGS` runs a server behind rootsd: a `rootsctl proxy` that rootsctl's parser
+/// accepts, whose templates and `--map`s the proxy accepts too, checked as the proxy checks them
+/// before it starts anything. `rootsctl hosts` asks this of every entry (it cannot parse
+/// rootsctl's command line itself), so an entry the proxy would refuse is never called wrapped.
+pub fn is_proxy(args: &[String]) -> bool {
+    proxy_args(args).is_some_and(|proxy| {
+        // A relative HOST_DIR is taken from the host's directory, unknown here: any will do to
+        // check the form.
+        let maps =
+            proxy.map.is_empty() || crate::resolve::path_maps(&proxy.map, Path::new("/")).is_ok();
+        maps && rootsd_relay::template::LaunchTemplate::parse(
+            &proxy.command,
+            &proxy.env,
+            proxy.cwd.as_deref(),
+        )
+        .is_ok()
+    })
 }
 
 #[derive(Debug, Args)]
@@ -324,58 +276,6 @@ pub struct WatchArgs {
     pub workspace: Option<WorkspaceName>,
     #[command(flatten)]
     pub json: JsonArg,
-}
-
-#[derive(Debug, Args)]
-pub struct HostsArgs {
-    #[command(subcommand)]
-    pub action: Option<HostsAction>,
-    /// Also a project's files (its .mcp.json, .vscode/mcp.json, .cursor/mcp.json, …)
-    #[arg(long, value_name = "DIR")]
-    pub project: Option<PathBuf>,
-    #[command(flatten)]
-    pub json: JsonArg,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum HostsAction {
-    /// Put every stdio server of these hosts (all found, by default) behind `rootsctl proxy`
-    ///
-    /// Each entry's command becomes this rootsctl's absolute path and its arguments `proxy
-    /// [OPTIONS] -- COMMAND ARGS...`; hosts that give their servers roots of their own (Claude
-    /// Code, VS Code, Cursor, opencode) get `--host-roots merge`. Entries already behind rootsd,
-    /// and HTTP or SSE entries, are left alone. Each file is backed up in
-    /// ~/.local/state/rootsctl/hosts/backups first.
-    Wrap(WrapArgs),
-    /// Restore every server rootsctl wrapped to exactly what it was
-    Unwrap(UnwrapArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct WrapArgs {
-    /// Hosts to wrap (claude-desktop, claude-code, vscode, cursor, windsurf, zed, gemini, codex,
-    /// goose, opencode, continue, cline, lmstudio) [default: every host found]
-    #[arg(value_name = "HOST")]
-    pub hosts: Vec<String>,
-    /// Print a unified diff of each file and change nothing
-    #[arg(long)]
-    pub dry_run: bool,
-    /// The workspace the wrapped servers get [default: the proxy's, `default`]
-    #[arg(long, short = 'w', value_name = "NAME")]
-    pub workspace: Option<WorkspaceName>,
-    /// Also a project's files (its .mcp.json, .vscode/mcp.json, .cursor/mcp.json, …)
-    #[arg(long, value_name = "DIR")]
-    pub project: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct UnwrapArgs {
-    /// Hosts to unwrap [default: every host rootsctl wrapped]
-    #[arg(value_name = "HOST")]
-    pub hosts: Vec<String>,
-    /// Print a unified diff of each file and change nothing
-    #[arg(long)]
-    pub dry_run: bool,
 }
 
 /// rootsctl's variables that name a path, and what leaving each unset means.

@@ -6,16 +6,16 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _};
 use rootsctl::args::{self, Cli, Command};
-use rootsctl::autostart::Target;
 use rootsctl::errors::{self, Exit};
 use rootsctl::{commands, output};
+use rootsd_client::autostart::Target;
 
 fn main() -> ExitCode {
     // The keeper of a proxy's server (`rootsctl proxy`) is this binary started again, before
     // any of the command line is parsed.
     let own: Vec<std::ffi::OsString> = std::env::args_os().take(2).collect();
-    if rootsctl::proxy::keeper::requested(&own) {
-        rootsctl::proxy::keeper::main(&std::env::args_os().collect::<Vec<_>>());
+    if rootsd_proxy::keeper::requested(&own) {
+        rootsd_proxy::keeper::main(&std::env::args_os().collect::<Vec<_>>());
     }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches)
@@ -35,14 +35,14 @@ fn main() -> ExitCode {
         // It edits files only: neither the daemon nor the configuration file is needed.
         (Command::Hosts(args), _) => {
             let mut out = io::stdout().lock();
-            rootsctl::hosts::run(args, cli.socket, &mut out)
+            rootsd_hosts::run(args, cli.socket, args::is_proxy, &mut out)
                 .and_then(|()| out.flush().map_err(anyhow::Error::from))
         }
         (_, Err(config)) => Err(config.into()),
         (Command::Proxy(args), Ok(target)) => {
             let runtime = runtime();
             let result = runtime
-                .block_on(rootsctl::proxy::run(&target, args))
+                .block_on(rootsd_proxy::run(&target, args))
                 .and_then(errors::ServerExit::into_result);
             // The read of our stdin runs on a blocking thread that cannot be cancelled; when the
             // server exits first, the host may still hold stdin open, and waiting for that read

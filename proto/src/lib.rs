@@ -11,6 +11,8 @@
 //! - [`paths`]: where the socket and the state directory live, as a pure function of the
 //!   environment.
 //! - [`modes`]: who may own the socket and its directory, and with which permissions.
+//! - [`text`]: outside text shown on one line (escaped), tables and JSON lines: what rootsctl and
+//!   its crates print.
 //!
 //! This crate must not depend on tokio's runtime or on sled: the CLI links it, and tests use it
 //! without starting anything.
@@ -25,6 +27,7 @@ pub mod root;
 pub mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod text;
 pub mod wire;
 pub mod workspace;
 

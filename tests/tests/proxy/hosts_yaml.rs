@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use crate::support::{as_user, assert_exit, stderr_of, stdout_of};
 
-/// Written by PyYAML 6.0.3 (`cli/src/hosts/fixtures/yaml/README.md` says how).
+/// Written by PyYAML 6.0.3 (`hosts/src/fixtures/yaml/README.md` says how).
 const PYYAML_GOOSE: &str =
-    include_str!("../../../cli/src/hosts/fixtures/yaml/pyyaml-goose-anchors.yaml");
+    include_str!("../../../hosts/src/fixtures/yaml/pyyaml-goose-anchors.yaml");
 
 /// `rootsctl hosts ARGS` with only `HOME` and `PATH`, as a user's shell runs it.
 fn hosts(home: &Path, args: &[&str]) -> Output {

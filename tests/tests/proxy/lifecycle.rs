@@ -57,7 +57,7 @@ fn a_server_that_ignores_its_closed_stdin_gets_sigterm() {
 }
 
 /// How long the proxy waits for a server's stdout to close after the server exited
-/// (`OUTPUT_GRACE` in cli/src/proxy/running.rs): a proxy that took this long waited for it.
+/// (`OUTPUT_GRACE` in proxy/src/running.rs): a proxy that took this long waited for it.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// After the server's stdin closed, how long before SIGTERM (`EXIT_GRACE`).
 const EXIT_GRACE: Duration = Duration::from_secs(2);

@@ -37,6 +37,9 @@ fn source_dirs() -> Vec<PathBuf> {
     [
         "proto/src",
         "relay/src",
+        "client/src",
+        "proxy/src",
+        "hosts/src",
         "daemon/src",
         "daemon/tests",
         "cli/src",
@@ -91,6 +94,9 @@ fn only_the_store_module_names_sled() {
     for manifest in [
         "proto/Cargo.toml",
         "relay/Cargo.toml",
+        "client/Cargo.toml",
+        "proxy/Cargo.toml",
+        "hosts/Cargo.toml",
         "cli/Cargo.toml",
         "tests/Cargo.toml",
     ] {
@@ -180,11 +186,66 @@ fn the_relay_depends_on_no_io_library() {
         crates.join("\n")
     );
     // The same check on the crate that does the proxy's I/O finds what it looks for.
-    let rootsctl = present(&normal_dependencies("rootsctl"), &IO_CRATES);
+    let proxy = present(&normal_dependencies("rootsd-proxy"), &IO_CRATES);
     assert!(
-        rootsctl.contains(&"tokio") && rootsctl.contains(&"rustix"),
-        "the check misses rootsctl's I/O libraries: {rootsctl:?}"
+        proxy.contains(&"tokio") && proxy.contains(&"rustix"),
+        "the check misses the proxy's I/O libraries: {proxy:?}"
     );
+}
+
+#[test]
+fn the_host_editor_depends_on_no_tokio() {
+    // `rootsctl hosts` edits files and reads /proc, with neither the daemon nor a runtime: it
+    // runs before rootsctl starts one.
+    let crates = normal_dependencies("rootsd-hosts");
+    let found = present(&crates, &["tokio", "tokio-util", "interprocess"]);
+    assert!(
+        found.is_empty(),
+        "rootsd-hosts depends on {found:?}, directly or through another crate; the host editor must not (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    // The same check on the binary, which runs the proxy and talks to the daemon, finds tokio.
+    let rootsctl = present(&normal_dependencies("rootsctl"), &["tokio", "tokio-util"]);
+    assert_eq!(
+        rootsctl,
+        ["tokio", "tokio-util"],
+        "the check misses rootsctl's runtime"
+    );
+}
+
+/// The parsers of the hosts' TOML and YAML files, which only the host editor reads.
+const HOST_FILE_PARSERS: [&str; 2] = ["toml_edit", "saphyr-parser"];
+
+#[test]
+fn the_client_library_depends_on_no_host_file_parser() {
+    let crates = normal_dependencies("rootsd-client");
+    let found = present(&crates, &HOST_FILE_PARSERS);
+    assert!(
+        found.is_empty(),
+        "rootsd-client depends on {found:?}, directly or through another crate; only the host editor (rootsd-hosts) reads the hosts' TOML and YAML files (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    let found = present(&crates, &["rootsd-hosts"]);
+    assert!(found.is_empty(), "rootsd-client depends on rootsd-hosts");
+    // The same check on the host editor finds what it looks for.
+    assert_eq!(
+        present(&normal_dependencies("rootsd-hosts"), &HOST_FILE_PARSERS),
+        HOST_FILE_PARSERS,
+        "the check misses the host editor's parsers"
+    );
+}
+
+#[test]
+fn the_proxy_depends_on_no_host_file_parser() {
+    let crates = normal_dependencies("rootsd-proxy");
+    let found = present(&crates, &HOST_FILE_PARSERS);
+    assert!(
+        found.is_empty(),
+        "rootsd-proxy depends on {found:?}, directly or through another crate; only the host editor (rootsd-hosts) reads the hosts' TOML and YAML files (ARCHITECTURE.md, Invariants):\n{}",
+        crates.join("\n")
+    );
+    let found = present(&crates, &["rootsd-hosts"]);
+    assert!(found.is_empty(), "rootsd-proxy depends on rootsd-hosts");
 }
 
 #[test]
@@ -370,7 +431,7 @@ fn the_checks_above_would_see_a_violation() {
 /// The one place allowed `unsafe`, and why. Everything else stays under the workspace's
 /// `unsafe_code = "deny"`; an `#[allow(unsafe_code)]` anywhere else fails here.
 const UNSAFE_ALLOWED: (&str, &str) = (
-    "cli/src/proxy/process.rs",
+    "proxy/src/process.rs",
     "the server's start: a clone sharing the proxy's memory, whose child sets PR_SET_PDEATHSIG and execs",
 );
 

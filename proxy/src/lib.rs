@@ -26,6 +26,8 @@
 //! daemon's side is `link`, the pipes `stdio`, the process [`server`], and the loop's own wait for
 //! a busy session's two pipes, past the runtime, `wait`.
 
+mod args;
+mod errors;
 mod hangup;
 pub mod keeper;
 mod launch;
@@ -33,7 +35,7 @@ mod link;
 mod news;
 mod process;
 mod running;
-pub mod server;
+mod server;
 mod splice;
 mod stdio;
 mod wait;
@@ -46,11 +48,12 @@ use rootsd_proto::wire::RegisterParams;
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 use tokio::sync::watch;
 
-use crate::args::ProxyArgs;
-use crate::autostart::Target;
-use crate::errors::{ServerExit, UsageError};
+pub use args::{HostRootsArg, ProxyArgs};
+pub use errors::{ServerExit, SpawnError};
 use launch::Launcher;
 use news::{Item, News};
+use rootsd_client::autostart::Target;
+use rootsd_client::errors::UsageError;
 use rootsd_relay::template::LaunchTemplate;
 use rootsd_relay::{Config, Output, Relay, Side, Streamed, label};
 use running::Running;
@@ -147,13 +150,13 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     } else {
         let cwd = std::env::current_dir()
             .context("cannot read the current directory to resolve --map HOST_DIR")?;
-        Some(crate::resolve::path_maps(&args.map, &cwd)?)
+        Some(rootsd_client::resolve::path_maps(&args.map, &cwd)?)
     };
     let template = LaunchTemplate::parse(&args.command, &args.env, args.cwd.as_deref())
         .map_err(|e| UsageError(format!("rootsctl proxy: {e}")))?;
     let mut launcher = Launcher::new(
         template,
-        args.workspace.workspace.clone(),
+        args.workspace.clone(),
         Instant::now() + rootsd_relay::FIRST_LIST_PATIENCE,
     );
     // A server that does not take the workspace starts at once, as written; one that does
@@ -186,7 +189,7 @@ pub async fn run(target: &Target, args: ProxyArgs) -> anyhow::Result<ServerExit>
     } = link::spawn(
         target.clone(),
         RegisterParams {
-            workspace: args.workspace.workspace.clone(),
+            workspace: args.workspace.clone(),
             label,
             pid: std::process::id(),
             state: relay.state().clone(),

@@ -24,9 +24,9 @@ use rootsd_relay::{Publication, PublishAck};
 use tokio::sync::watch;
 
 use super::wait::Ringer;
-use crate::autostart::Target;
-use crate::client::{Client, ClientError};
-use crate::output::escape_controls;
+use rootsd_client::autostart::Target;
+use rootsd_client::client::{Client, ClientError};
+use rootsd_proto::text::escape_controls;
 
 /// Reconnection backoff bounds.
 const FIRST_RETRY: Duration = Duration::from_millis(50);

@@ -246,7 +246,7 @@ fn exit_reason(status: std::process::ExitStatus, log: &Path, log_from: u64) -> S
     match last {
         Some(line) => format!(
             "exited ({status}): {}",
-            crate::output::escape_controls(line.trim_start_matches("rootsd: error: "))
+            rootsd_proto::text::escape_controls(line.trim_start_matches("rootsd: error: "))
         ),
         None => format!("exited ({status}) without saying why"),
     }

@@ -8,6 +8,10 @@ use super::format::Editor;
 use super::plan::{self, Outcome, Transport, Wrapping};
 use super::table::{self, Host};
 
+/// What the binary gives `rootsctl hosts`: rootsctl's own parser decides which entries are behind
+/// rootsd already.
+const PROXY: plan::IsProxy = rootsctl::args::is_proxy;
+
 const ROOTSCTL: &str = "/opt/rootsd/bin/rootsctl";
 
 /// (host, file, servers wrapped, servers left alone)
@@ -97,11 +101,16 @@ fn wrapping(host: &Host) -> Wrapping {
         rootsctl: ROOTSCTL.to_owned(),
         options: vec!["--workspace".to_owned(), "work".to_owned()],
         merge_host_roots: host.gives_roots,
+        proxy: PROXY,
     }
 }
 
 fn servers(host: &Host, text: &str) -> Vec<plan::Server> {
-    plan::servers(&host.format.editor().parse(text).unwrap(), &host.shape)
+    plan::servers(
+        &host.format.editor().parse(text).unwrap(),
+        &host.shape,
+        PROXY,
+    )
 }
 
 /// `text` without the regions of the entries at `paths`.
@@ -197,8 +206,14 @@ fn every_host_file_is_wrapped_in_place_and_unwrapped_byte_for_byte() {
             "{id}: wrapping twice changes nothing"
         );
 
-        let (restored, outcomes) =
-            plan::unwrap(&planned.text, editor, &host.shape, &planned.remembered).unwrap();
+        let (restored, outcomes) = plan::unwrap(
+            &planned.text,
+            editor,
+            &host.shape,
+            &planned.remembered,
+            PROXY,
+        )
+        .unwrap();
         assert!(
             outcomes.iter().all(|o| *o == Outcome::Restored),
             "{id}: {outcomes:?}"
@@ -225,6 +240,7 @@ fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() 
         host.format.editor(),
         &host.shape,
         &planned.remembered,
+        PROXY,
     )
     .unwrap();
     let plain = planned
@@ -252,8 +268,14 @@ fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() 
     );
 
     // An entry the user put back by hand, or removed, is simply forgotten.
-    let (_, outcomes) =
-        plan::unwrap(text, host.format.editor(), &host.shape, &planned.remembered).unwrap();
+    let (_, outcomes) = plan::unwrap(
+        text,
+        host.format.editor(),
+        &host.shape,
+        &planned.remembered,
+        PROXY,
+    )
+    .unwrap();
     assert!(outcomes.iter().all(|o| *o == Outcome::Gone), "{outcomes:?}");
 }
 
@@ -287,6 +309,7 @@ fn windows_line_endings_and_a_byte_order_mark_are_kept() {
             host.format.editor(),
             &host.shape,
             &planned.remembered,
+            PROXY,
         )
         .unwrap();
         assert_eq!(restored.text, text, "{id}");
@@ -344,6 +367,7 @@ fn unwrap_needs_no_rootsctl_where_it_was() {
         host.format.editor(),
         &host.shape,
         &planned.remembered,
+        PROXY,
     )
     .unwrap();
     assert_eq!(restored.text, text);
@@ -369,6 +393,7 @@ fn a_large_claude_json_with_200_servers_is_wrapped_and_restored_byte_for_byte() 
         host.format.editor(),
         &host.shape,
         &planned.remembered,
+        PROXY,
     )
     .unwrap();
     assert_eq!(restored.text, text);
@@ -377,7 +402,7 @@ fn a_large_claude_json_with_200_servers_is_wrapped_and_restored_byte_for_byte() 
 #[test]
 fn wrap_help_names_every_host_of_the_table() {
     use clap::CommandFactory as _;
-    let cli = crate::args::Cli::command();
+    let cli = rootsctl::args::Cli::command();
     let wrap = cli
         .find_subcommand("hosts")
         .and_then(|h| h.find_subcommand("wrap"))
@@ -412,7 +437,7 @@ fn a_file_the_host_saved_again_in_its_own_layout_is_unwrapped_by_values_keeping_
     assert_ne!(resaved, planned.text);
 
     let (restored, outcomes) =
-        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
     assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Restored]);
     let mut expected = saved.clone();
     expected["mcpServers"]["fs"]["command"] = "node".into();
@@ -470,6 +495,7 @@ fn duplicate_keys_are_refused_naming_the_key_in_wrap_list_and_unwrap() {
         json.format.editor(),
         &json.shape,
         &planned.remembered,
+        PROXY,
     )
     .unwrap_err();
     assert!(error.contains("\"fs\""), "{error}");
@@ -481,6 +507,7 @@ fn duplicate_keys_are_refused_naming_the_key_in_wrap_list_and_unwrap() {
         json.format.editor(),
         &json.shape,
         &remembered,
+        PROXY,
     )
     .unwrap();
     assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Gone]);
@@ -560,8 +587,14 @@ fn toml_dotted_keys_out_of_order_are_all_restored_by_one_unwrap() {
     let text = "mcp_servers.a.command = \"node\"\nmcp_servers.b.command = \"python\"\nmcp_servers.a.args = [\"a.js\"]\nmcp_servers.b.args = [\"-m\", \"b\"]\nmcp_servers.c.command = \"c\"\n";
     let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
     assert_eq!(planned.remembered.len(), 3);
-    let (restored, outcomes) =
-        plan::unwrap(&planned.text, editor, &host.shape, &planned.remembered).unwrap();
+    let (restored, outcomes) = plan::unwrap(
+        &planned.text,
+        editor,
+        &host.shape,
+        &planned.remembered,
+        PROXY,
+    )
+    .unwrap();
     assert!(
         outcomes.iter().all(|o| *o == Outcome::Restored),
         "{outcomes:?}"
@@ -581,7 +614,7 @@ fn codex_entries_rewritten_in_another_layout_are_restored_by_values_whatever_the
         .replace(&format!("\"{ROOTSCTL}\""), &format!("'{ROOTSCTL}'"))
         .replacen("model = ", "added_by_host = true\nmodel = ", 1);
     let (restored, outcomes) =
-        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
     assert!(
         outcomes.iter().all(|o| *o == Outcome::Restored),
         "{outcomes:?}"
@@ -610,7 +643,7 @@ fn yaml_entries_rewritten_in_another_layout_are_restored_by_values() {
         let resaved = planned.text.replace(&format!("\"{ROOTSCTL}\""), ROOTSCTL);
         assert_ne!(resaved, planned.text, "{id}");
         let (restored, outcomes) =
-            plan::unwrap(&resaved, editor, &host.shape, &planned.remembered).unwrap();
+            plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
         assert!(
             outcomes.iter().all(|o| *o == Outcome::Restored),
             "{id}: {outcomes:?}"

@@ -54,7 +54,6 @@ const MCP_SERVERS: Shape = Shape {
 pub struct Host {
     /// What the user types: `rootsctl hosts wrap codex`.
     pub id: &'static str,
-    pub name: &'static str,
     pub format: Format,
     pub shape: Shape,
     /// The host answers `roots/list` with its own roots (its open folders), so its servers are
@@ -95,8 +94,7 @@ fn app_dir(home: &Path, os: Os, name: &str) -> PathBuf {
 
 pub const HOSTS: &[Host] = &[
     Host {
-        id: "claude-desktop",
-        name: "Claude Desktop",
+        id: "claude-desktop", // Claude Desktop
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: false,
@@ -107,8 +105,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[],
     },
     Host {
-        id: "claude-code",
-        name: "Claude Code",
+        id: "claude-code", // Claude Code
         format: Format::Json,
         shape: Shape {
             containers: &[&["mcpServers"], &["projects", "*", "mcpServers"]],
@@ -120,8 +117,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".mcp.json"],
     },
     Host {
-        id: "vscode",
-        name: "VS Code",
+        id: "vscode", // VS Code
         format: Format::Json,
         shape: Shape {
             containers: &[&["servers"]],
@@ -133,8 +129,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".vscode/mcp.json"],
     },
     Host {
-        id: "cursor",
-        name: "Cursor",
+        id: "cursor", // Cursor
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: true,
@@ -143,8 +138,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".cursor/mcp.json"],
     },
     Host {
-        id: "windsurf",
-        name: "Windsurf / Devin Desktop",
+        id: "windsurf", // Windsurf / Devin Desktop
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: false,
@@ -158,8 +152,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".devin/mcp_config.json"],
     },
     Host {
-        id: "zed",
-        name: "Zed",
+        id: "zed", // Zed
         format: Format::Json,
         shape: Shape {
             containers: &[&["context_servers"]],
@@ -171,8 +164,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".zed/settings.json"],
     },
     Host {
-        id: "gemini",
-        name: "Gemini CLI",
+        id: "gemini", // Gemini CLI
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: false,
@@ -181,8 +173,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".gemini/settings.json"],
     },
     Host {
-        id: "codex",
-        name: "Codex CLI",
+        id: "codex", // Codex CLI
         format: Format::Toml,
         shape: Shape {
             containers: &[&["mcp_servers"]],
@@ -200,8 +191,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[".codex/config.toml"],
     },
     Host {
-        id: "goose",
-        name: "Goose",
+        id: "goose", // Goose
         format: Format::Yaml,
         shape: Shape {
             containers: &[&["extensions"]],
@@ -216,8 +206,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[],
     },
     Host {
-        id: "opencode",
-        name: "opencode",
+        id: "opencode", // opencode
         format: Format::Json,
         shape: Shape {
             containers: &[&["mcp"]],
@@ -237,8 +226,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &["opencode.json", "opencode.jsonc"],
     },
     Host {
-        id: "continue",
-        name: "Continue",
+        id: "continue", // Continue
         format: Format::Yaml,
         shape: MCP_SERVERS,
         gives_roots: false,
@@ -247,8 +235,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[],
     },
     Host {
-        id: "cline",
-        name: "Cline",
+        id: "cline", // Cline
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: false,
@@ -266,8 +253,7 @@ pub const HOSTS: &[Host] = &[
         project_files: &[],
     },
     Host {
-        id: "lmstudio",
-        name: "LM Studio",
+        id: "lmstudio", // LM Studio
         format: Format::Json,
         shape: MCP_SERVERS,
         gives_roots: false,

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
-use crate::proxy::stdio::{
+use crate::stdio::{
     Descriptor, Line, LineReader, Outbound, Piece, ReadDescriptor, STREAM_AT, Stdio,
 };
 

@@ -71,14 +71,6 @@ impl Record {
         write::write_new(&dir.join("wrapped.json"), &bytes, None)
     }
 
-    /// The remembered entries of `file`.
-    pub fn of(&self, file: &Path) -> &[Remembered] {
-        self.files
-            .iter()
-            .find(|f| f.file == file)
-            .map_or(&[], |f| f.entries.as_slice())
-    }
-
     /// Remembers `entries` of `file`, replacing what was remembered of the same entries.
     pub fn add(&mut self, host: &str, file: &Path, entries: Vec<Remembered>) {
         let index = match self.files.iter().position(|f| f.file == file) {

@@ -106,7 +106,7 @@ impl Server {
             .map(|(at, _)| at)
             .find(|&at| text.len() - at <= TAIL_SHOWN)
             .unwrap_or(text.len());
-        crate::output::escape_controls(text[start..].trim_start()).into_owned()
+        rootsd_proto::text::escape_controls(text[start..].trim_start()).into_owned()
     }
 
     /// SIGKILL to the server and everything it started, unless it has been reaped.

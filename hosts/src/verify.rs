@@ -303,7 +303,7 @@ fn differ(old: &Value, new: &Value, path: &mut Vec<String>, out: &mut Vec<Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hosts::format::Format;
+    use crate::format::Format;
 
     #[test]
     fn only_the_intended_values_may_change_in_every_format() {
@@ -313,8 +313,8 @@ mod tests {
                 line.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             )]
         };
-        let claude = crate::hosts::table::find("claude-code").unwrap();
-        let codex = crate::hosts::table::find("codex").unwrap();
+        let claude = crate::table::find("claude-code").unwrap();
+        let codex = crate::table::find("codex").unwrap();
         let json = Format::Json.editor();
         let old = r#"{"mcpServers": {"a": {"command": "x", "args": ["1"]}, "b": {"command": "y"}}, "n": 1}"#;
         let good = r#"{"mcpServers": {"a": {"command": "r", "args": ["proxy", "x", "1"]}, "b": {"command": "y"}}, "n": 1}"#;

@@ -42,7 +42,14 @@ pub struct Wrapping {
     pub options: Vec<String>,
     /// Add `--host-roots merge` (the host gives roots of its own).
     pub merge_host_roots: bool,
+    /// Which entries are behind rootsd already, and so left alone.
+    pub proxy: IsProxy,
 }
+
+/// Whether `rootsctl ARGS` is a `rootsctl proxy` with a server to run that the proxy accepts:
+/// rootsctl's own parser and checks, which live in the binary, so each function that reads
+/// entries is given this one.
+pub type IsProxy = fn(&[String]) -> bool;
 
 /// What rootsctl remembers of one wrapped entry: the region of the file from its command to its
 /// arguments, as it was and as rootsctl wrote it, and the values it holds.
@@ -89,12 +96,12 @@ pub struct Plan {
 }
 
 /// Every server entry in `root`, in file order per container.
-pub fn servers(root: &Node, shape: &Shape) -> Vec<Server> {
+pub fn servers(root: &Node, shape: &Shape, proxy: IsProxy) -> Vec<Server> {
     entries(root, shape)
         .into_iter()
         .map(|(path, entry)| Server {
             name: path.last().cloned().unwrap_or_default(),
-            transport: transport(entry, shape),
+            transport: transport(entry, shape, proxy),
             path,
         })
         .collect()
@@ -168,7 +175,7 @@ fn locate<'n>(root: &'n Node, path: &[String]) -> Option<&'n Node> {
     Some(node)
 }
 
-fn transport(entry: &Node, shape: &Shape) -> Transport {
+fn transport(entry: &Node, shape: &Shape, proxy: IsProxy) -> Transport {
     let unusable = |why: &str| Transport::Unusable {
         why: why.to_owned(),
     };
@@ -203,7 +210,7 @@ fn transport(entry: &Node, shape: &Shape) -> Transport {
     }
     match command_line(map, shape) {
         Ok(command) => Transport::Stdio {
-            wrapped: is_wrapped(&command),
+            wrapped: is_wrapped(&command, proxy),
             command,
         },
         Err(why) => unusable(why),
@@ -232,28 +239,13 @@ fn command_line(map: &Map, shape: &Shape) -> Result<Vec<String>, &'static str> {
 
 /// Already behind rootsd: a program, whatever its name or place (a versioned install renames and
 /// moves it), whose arguments are ones `rootsctl` reads as `proxy` with a server to run:
-/// `[global options] proxy [options] [--] SERVER ARGS…`. They are read by rootsctl's own parser,
-/// and the proxy's templates and `--map`s checked as the proxy checks them before it starts
-/// anything, so an entry the proxy would refuse is never called behind rootsd.
-pub fn is_wrapped(command: &[String]) -> bool {
+/// `[global options] proxy [options] [--] SERVER ARGS…`. rootsctl's own parser decides, through
+/// `proxy` ([`IsProxy`]), so an entry the proxy would refuse is never called behind rootsd.
+pub fn is_wrapped(command: &[String], proxy: IsProxy) -> bool {
     let Some((_, args)) = command.split_first() else {
         return false;
     };
-    if !args.iter().any(|a| a == "proxy") {
-        return false;
-    }
-    crate::args::proxy_args(args).is_some_and(|proxy| {
-        // A relative HOST_DIR is taken from the host's directory, unknown here: any will do to
-        // check the form.
-        let maps = proxy.map.is_empty()
-            || crate::resolve::path_maps(&proxy.map, std::path::Path::new("/")).is_ok();
-        maps && rootsd_relay::template::LaunchTemplate::parse(
-            &proxy.command,
-            &proxy.env,
-            proxy.cwd.as_deref(),
-        )
-        .is_ok()
-    })
+    args.iter().any(|a| a == "proxy") && proxy(args)
 }
 
 /// The region of an entry from its command to its arguments, with the splices that wrap it.
@@ -268,6 +260,7 @@ fn region(map: &Map, shape: &Shape) -> Option<Range<usize>> {
 }
 
 /// The region (command to arguments) of the entry at `path`, where [`wrap`] splices.
+#[cfg(test)]
 pub fn region_of(root: &Node, shape: &Shape, path: &[String]) -> Option<Range<usize>> {
     region(locate(root, path)?.map()?, shape)
 }
@@ -321,7 +314,7 @@ pub fn wrap(
         let Transport::Stdio {
             command,
             wrapped: false,
-        } = transport(entry, shape)
+        } = transport(entry, shape, wrapping.proxy)
         else {
             continue;
         };
@@ -461,6 +454,7 @@ pub fn unwrap(
     editor: &dyn Editor,
     shape: &Shape,
     remembered: &[Remembered],
+    proxy: IsProxy,
 ) -> Result<(Plan, Vec<Outcome>), String> {
     let root = parse(text, editor)?;
     let located: Vec<Option<&Node>> = remembered.iter().map(|e| locate(&root, &e.path)).collect();
@@ -501,7 +495,7 @@ pub fn unwrap(
         {
             edits.extend(restore(text, editor, map, shape, values));
             Outcome::Restored
-        } else if command.is_some_and(|c| is_wrapped(&c)) {
+        } else if command.is_some_and(|c| is_wrapped(&c, proxy)) {
             Outcome::EditedSince
         } else {
             Outcome::Gone

@@ -13,21 +13,23 @@
 //! No host file is written without a backup, nor without re-reading it first; a file that does
 //! not parse is named and left untouched.
 
-pub mod diff;
-pub mod format;
-pub mod jsonc;
-pub mod lock;
-pub mod plan;
-pub mod record;
-pub mod running;
-pub mod table;
+mod args;
+mod diff;
+mod errors;
+mod format;
+mod jsonc;
+mod lock;
+mod plan;
+mod record;
+mod running;
+mod table;
 #[cfg(test)]
 mod tests;
-pub mod toml;
-pub mod tree;
-pub mod verify;
-pub mod write;
-pub mod yaml;
+mod toml;
+mod tree;
+mod verify;
+mod write;
+mod yaml;
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -35,11 +37,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::args::{HostsAction, HostsArgs, UnwrapArgs, WrapArgs};
-use crate::errors::{HostsRefused, UsageError};
-use crate::output::escape;
+pub use args::{HostsAction, HostsArgs, UnwrapArgs, WrapArgs};
+pub use errors::{HostsRefused, UsageError};
+pub use plan::IsProxy;
 use plan::{Outcome, Transport};
 use record::Record;
+use rootsd_proto::text::escape;
 use table::{Env, Host, Os};
 
 /// Where the user's things are, from the environment once.
@@ -47,13 +50,15 @@ struct Context {
     home: PathBuf,
     env: Env,
     os: Os,
+    /// Which entries are behind rootsd already: rootsctl's parser, given by the binary.
+    proxy: IsProxy,
     /// Whether Claude Code runs, found in /proc on a thread of its own once asked for
     /// ([`Context::look_for_claude`]).
     claude: RefCell<Option<running::Scan>>,
 }
 
 impl Context {
-    fn new() -> anyhow::Result<Self> {
+    fn new(proxy: IsProxy) -> anyhow::Result<Self> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|h| h.is_absolute())
@@ -65,6 +70,7 @@ impl Context {
             home,
             env: Env { codex_home },
             os: Os::current(),
+            proxy,
             claude: RefCell::new(None),
         })
     }
@@ -97,9 +103,15 @@ impl Context {
     }
 }
 
-/// `rootsctl hosts [wrap|unwrap]`. `socket` is `--socket` (or `ROOTSD_SOCKET`) when given.
-pub fn run(args: HostsArgs, socket: Option<PathBuf>, out: &mut impl Write) -> anyhow::Result<()> {
-    let context = Context::new()?;
+/// `rootsctl hosts [wrap|unwrap]`. `socket` is `--socket` (or `ROOTSD_SOCKET`) when given;
+/// `proxy` tells which entries already run `rootsctl proxy`.
+pub fn run(
+    args: HostsArgs,
+    socket: Option<PathBuf>,
+    proxy: IsProxy,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let context = Context::new(proxy)?;
     let writes = match &args.action {
         None => false,
         Some(HostsAction::Wrap(wrap)) => !wrap.dry_run,
@@ -114,7 +126,7 @@ pub fn run(args: HostsArgs, socket: Option<PathBuf>, out: &mut impl Write) -> an
         None
     };
     match args.action {
-        None => list(&context, &args.project, args.json.json, out),
+        None => list(&context, &args.project, args.json, out),
         Some(HostsAction::Wrap(mut wrap)) => {
             wrap.project = one_project(wrap.project, args.project)?;
             wrap_hosts(&context, wrap, socket, out)
@@ -224,7 +236,7 @@ fn list(
     for f in found(context, &chosen(&[])?, project) {
         let parsed = f.text.and_then(|t| plan::parse(&t, f.host.format.editor()));
         let (servers, error) = match parsed {
-            Ok(root) => (plan::servers(&root, &f.host.shape), None),
+            Ok(root) => (plan::servers(&root, &f.host.shape, context.proxy), None),
             Err(e) => (Vec::new(), Some(e)),
         };
         listed.push(Listed {
@@ -236,7 +248,7 @@ fn list(
         });
     }
     if json {
-        return Ok(crate::output::json(out, &listed)?);
+        return Ok(rootsd_proto::text::json(out, &listed)?);
     }
     let mut rows = vec![
         ["HOST", "FILE", "SERVER", "TRANSPORT", "BEHIND ROOTSD"]
@@ -281,12 +293,16 @@ fn list(
         )?;
         return Ok(());
     }
-    Ok(crate::output::table(out, &rows)?)
+    Ok(rootsd_proto::text::table(out, &rows)?)
 }
 
 /// What a wrapped entry runs: this rootsctl, by an absolute path so that a host with a short PATH
 /// finds it.
-fn wrapping(args: &WrapArgs, socket: Option<PathBuf>) -> anyhow::Result<plan::Wrapping> {
+fn wrapping(
+    args: &WrapArgs,
+    socket: Option<PathBuf>,
+    proxy: IsProxy,
+) -> anyhow::Result<plan::Wrapping> {
     let exe = installed()
         .context("cannot find this rootsctl's own path to write into the hosts' files")?;
     let rootsctl = exe
@@ -310,6 +326,7 @@ fn wrapping(args: &WrapArgs, socket: Option<PathBuf>) -> anyhow::Result<plan::Wr
         rootsctl,
         options,
         merge_host_roots: false,
+        proxy,
     })
 }
 
@@ -347,7 +364,7 @@ fn wrap_hosts(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let hosts = chosen(&args.hosts)?;
-    let base = wrapping(&args, socket)?;
+    let base = wrapping(&args, socket, context.proxy)?;
     let state = context.state();
     let mut record = if args.dry_run {
         Record::default()
@@ -520,7 +537,14 @@ fn unwrap_hosts(context: &Context, args: UnwrapArgs, out: &mut impl Write) -> an
             Err(e) => Err(format!("cannot read it: {e}")),
         };
         let planned = text.and_then(|t| {
-            plan::unwrap(&t, host.format.editor(), &host.shape, &f.entries).map(|p| (t, p))
+            plan::unwrap(
+                &t,
+                host.format.editor(),
+                &host.shape,
+                &f.entries,
+                context.proxy,
+            )
+            .map(|p| (t, p))
         });
         let (text, (planned, outcomes)) = match planned {
             Ok(ok) => ok,

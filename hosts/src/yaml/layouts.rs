@@ -6,9 +6,9 @@
 //! it, and as serde_yaml, Goose's own reader, does), and unwrap gives back the original bytes. Where an edit cannot keep those promises, wrap refuses, naming
 //! where.
 
-use crate::hosts::plan::{self, Outcome, Transport, Wrapping};
-use crate::hosts::table::{self, Host};
-use crate::hosts::tree::{Kind, Node};
+use crate::plan::{self, Outcome, Transport, Wrapping};
+use crate::table::{self, Host};
+use crate::tree::{Kind, Node};
 
 const ROOTSCTL: &str = "/opt/rootsd/bin/rootsctl";
 
@@ -110,6 +110,7 @@ fn wrapping(host: &Host) -> Wrapping {
         rootsctl: ROOTSCTL.to_owned(),
         options: vec!["--workspace".to_owned(), "work".to_owned()],
         merge_host_roots: host.gives_roots,
+        proxy: rootsctl::args::is_proxy,
     }
 }
 
@@ -119,7 +120,7 @@ fn servers(host: &Host, text: &str) -> Vec<plan::Server> {
         .editor()
         .parse(text)
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    plan::servers(&root, &host.shape)
+    plan::servers(&root, &host.shape, rootsctl::args::is_proxy)
 }
 
 /// What the file says, as text, with aliases written out and the command and arguments of the
@@ -310,8 +311,14 @@ fn wrapped_as_promised(name: &str, host: &Host, text: &str, expect: &[&str]) -> 
         again.edits.is_empty(),
         "{name}: wrapping twice changes nothing"
     );
-    let (restored, outcomes) =
-        plan::unwrap(&planned.text, editor, &host.shape, &planned.remembered).unwrap();
+    let (restored, outcomes) = plan::unwrap(
+        &planned.text,
+        editor,
+        &host.shape,
+        &planned.remembered,
+        rootsctl::args::is_proxy,
+    )
+    .unwrap();
     assert!(
         outcomes.iter().all(|o| *o == Outcome::Restored),
         "{name}: {outcomes:?}"
