@@ -21,11 +21,11 @@
 //! argument, rather than a fork of the proxy that goes on without an exec: the proxy has threads,
 //! so such a child could make only async-signal-safe calls for its whole life (no allocation, no
 //! `/proc` reading through std), and a fork copies the proxy's page tables, which this project
-//! measured at 0.25–0.45 ms per start. The keeper costs a restart 1.2–2 ms on
-//! this project's machine (an exec and start of `rootsctl`, and one more process to start and
-//! reap; docs/BENCHMARKS.md), against a real server's start of a second or more: a keeper that
-//! is an ordinary single-threaded program is worth it. `/proc/self/exe` is the running binary even once a newer one replaced it
-//! on disk.
+//! measured at 0.25–0.45 ms per start. The keeper costs a restart 1.2–2 ms on this project's
+//! machine (an exec and start of `rootsctl`, and one more process to start and reap;
+//! docs/BENCHMARKS.md), against a real server's start of a second or more: a keeper that is an
+//! ordinary single-threaded program is worth it. `/proc/self/exe` is the running binary even once
+//! a newer one replaced it on disk.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
