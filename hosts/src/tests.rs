@@ -105,6 +105,15 @@ fn wrapping(host: &Host) -> Wrapping {
     }
 }
 
+/// `text` unwrapped by `host`'s editor with `remembered`, which must succeed.
+fn unwrapped(
+    host: &Host,
+    text: &str,
+    remembered: &[plan::Remembered],
+) -> (plan::Plan, Vec<Outcome>) {
+    plan::unwrap(text, host.format.editor(), &host.shape, remembered, PROXY).unwrap()
+}
+
 fn servers(host: &Host, text: &str) -> Vec<plan::Server> {
     plan::servers(
         &host.format.editor().parse(text).unwrap(),
@@ -206,14 +215,7 @@ fn every_host_file_is_wrapped_in_place_and_unwrapped_byte_for_byte() {
             "{id}: wrapping twice changes nothing"
         );
 
-        let (restored, outcomes) = plan::unwrap(
-            &planned.text,
-            editor,
-            &host.shape,
-            &planned.remembered,
-            PROXY,
-        )
-        .unwrap();
+        let (restored, outcomes) = unwrapped(host, &planned.text, &planned.remembered);
         assert!(
             outcomes.iter().all(|o| *o == Outcome::Restored),
             "{id}: {outcomes:?}"
@@ -235,14 +237,7 @@ fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() 
         .replacen("\"plain-srv-renamed\"", "", 0)
         .replacen("\"my-server\"]", "\"my-server\", \"--verbose\"]", 1);
     assert_ne!(edited, planned.text);
-    let (restored, outcomes) = plan::unwrap(
-        &edited,
-        host.format.editor(),
-        &host.shape,
-        &planned.remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (restored, outcomes) = unwrapped(host, &edited, &planned.remembered);
     let plain = planned
         .remembered
         .iter()
@@ -268,14 +263,7 @@ fn an_entry_edited_since_it_was_wrapped_is_left_alone_and_the_others_restored() 
     );
 
     // An entry the user put back by hand, or removed, is simply forgotten.
-    let (_, outcomes) = plan::unwrap(
-        text,
-        host.format.editor(),
-        &host.shape,
-        &planned.remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (_, outcomes) = unwrapped(host, text, &planned.remembered);
     assert!(outcomes.iter().all(|o| *o == Outcome::Gone), "{outcomes:?}");
 }
 
@@ -304,14 +292,7 @@ fn windows_line_endings_and_a_byte_order_mark_are_kept() {
             text.starts_with('\u{feff}'),
             planned.text.starts_with('\u{feff}')
         );
-        let (restored, _) = plan::unwrap(
-            &planned.text,
-            host.format.editor(),
-            &host.shape,
-            &planned.remembered,
-            PROXY,
-        )
-        .unwrap();
+        let (restored, _) = unwrapped(host, &planned.text, &planned.remembered);
         assert_eq!(restored.text, text, "{id}");
     }
 }
@@ -362,14 +343,7 @@ fn unwrap_needs_no_rootsctl_where_it_was() {
     )
     .unwrap();
     assert!(again.edits.is_empty());
-    let (restored, _) = plan::unwrap(
-        &planned.text,
-        host.format.editor(),
-        &host.shape,
-        &planned.remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (restored, _) = unwrapped(host, &planned.text, &planned.remembered);
     assert_eq!(restored.text, text);
 }
 
@@ -388,14 +362,7 @@ fn a_large_claude_json_with_200_servers_is_wrapped_and_restored_byte_for_byte() 
     let host = table::find("claude-code").unwrap();
     let planned = plan::wrap(&text, host.format.editor(), &host.shape, &wrapping(host)).unwrap();
     assert_eq!(planned.remembered.len(), 200);
-    let (restored, _) = plan::unwrap(
-        &planned.text,
-        host.format.editor(),
-        &host.shape,
-        &planned.remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (restored, _) = unwrapped(host, &planned.text, &planned.remembered);
     assert_eq!(restored.text, text);
 }
 
@@ -436,8 +403,7 @@ fn a_file_the_host_saved_again_in_its_own_layout_is_unwrapped_by_values_keeping_
     let resaved = as_claude_saves_it(&saved);
     assert_ne!(resaved, planned.text);
 
-    let (restored, outcomes) =
-        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
+    let (restored, outcomes) = unwrapped(host, &resaved, &planned.remembered);
     assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Restored]);
     let mut expected = saved.clone();
     expected["mcpServers"]["fs"]["command"] = "node".into();
@@ -502,14 +468,7 @@ fn duplicate_keys_are_refused_naming_the_key_in_wrap_list_and_unwrap() {
     // A record from before the refusal names the entry twice: unwrap restores it once.
     let mut remembered = planned.remembered.clone();
     remembered.extend(planned.remembered.clone());
-    let (restored, outcomes) = plan::unwrap(
-        &planned.text,
-        json.format.editor(),
-        &json.shape,
-        &remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (restored, outcomes) = unwrapped(json, &planned.text, &remembered);
     assert_eq!(outcomes, vec![Outcome::Restored, Outcome::Gone]);
     assert_eq!(restored.text, once);
     let codex = table::find("codex").unwrap();
@@ -587,14 +546,7 @@ fn toml_dotted_keys_out_of_order_are_all_restored_by_one_unwrap() {
     let text = "mcp_servers.a.command = \"node\"\nmcp_servers.b.command = \"python\"\nmcp_servers.a.args = [\"a.js\"]\nmcp_servers.b.args = [\"-m\", \"b\"]\nmcp_servers.c.command = \"c\"\n";
     let planned = plan::wrap(text, editor, &host.shape, &wrapping(host)).unwrap();
     assert_eq!(planned.remembered.len(), 3);
-    let (restored, outcomes) = plan::unwrap(
-        &planned.text,
-        editor,
-        &host.shape,
-        &planned.remembered,
-        PROXY,
-    )
-    .unwrap();
+    let (restored, outcomes) = unwrapped(host, &planned.text, &planned.remembered);
     assert!(
         outcomes.iter().all(|o| *o == Outcome::Restored),
         "{outcomes:?}"
@@ -613,8 +565,7 @@ fn codex_entries_rewritten_in_another_layout_are_restored_by_values_whatever_the
         .text
         .replace(&format!("\"{ROOTSCTL}\""), &format!("'{ROOTSCTL}'"))
         .replacen("model = ", "added_by_host = true\nmodel = ", 1);
-    let (restored, outcomes) =
-        plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
+    let (restored, outcomes) = unwrapped(host, &resaved, &planned.remembered);
     assert!(
         outcomes.iter().all(|o| *o == Outcome::Restored),
         "{outcomes:?}"
@@ -642,8 +593,7 @@ fn yaml_entries_rewritten_in_another_layout_are_restored_by_values() {
         // The same values, the program as a plain scalar instead of a quoted one.
         let resaved = planned.text.replace(&format!("\"{ROOTSCTL}\""), ROOTSCTL);
         assert_ne!(resaved, planned.text, "{id}");
-        let (restored, outcomes) =
-            plan::unwrap(&resaved, editor, &host.shape, &planned.remembered, PROXY).unwrap();
+        let (restored, outcomes) = unwrapped(host, &resaved, &planned.remembered);
         assert!(
             outcomes.iter().all(|o| *o == Outcome::Restored),
             "{id}: {outcomes:?}"
