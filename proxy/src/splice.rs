@@ -21,9 +21,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rustix::pipe::SpliceFlags;
 
-#[cfg(test)]
-mod tests;
-
 /// The bytes at the front of the server's pipe that a piece handed out covers, shared by the
 /// reader that peeked them and the queue that moves them on. Both live on the proxy's one
 /// thread; the count is atomic only so that they stay `Send`, as the tests' tasks need.

@@ -1,4 +1,5 @@
-//! A streamed line peeked at and moved by `splice`, through real pipes on both sides.
+//! A streamed line peeked at and moved by `splice` (`crate::splice`), through real pipes on both
+//! sides: the reader's peeking, the queue's spliced pieces and the proxy's own stdout together.
 
 use std::io::{Read as _, Write as _};
 use std::os::fd::OwnedFd;
@@ -8,27 +9,27 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
-use crate::stdio::{
-    Descriptor, Line, LineReader, Outbound, Piece, ReadDescriptor, STREAM_AT, Stdio,
-};
+use crate::stdio::descriptor::{Descriptor, ReadDescriptor};
+use crate::stdio::reader::STREAM_AT;
+use crate::stdio::{Line, Outbound, Piece, PieceReader, Stdio};
 
 /// A pipe the test writes `input` into from a thread (it holds more than a pipe does), read by
-/// a `LineReader` as the proxy reads its server.
-fn server_pipe(input: Vec<u8>) -> (LineReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
+/// a `PieceReader` as the proxy reads its server.
+fn server_pipe(input: Vec<u8>) -> (PieceReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
     let (reader, mut writer) = std::io::pipe().unwrap();
     // A test that stops reading early closes the pipe: the rest is not written.
     let writing = std::thread::spawn(move || {
         let _ = writer.write_all(&input);
     });
     let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader)).unwrap();
-    (LineReader::new(receiver), writing)
+    (PieceReader::new(receiver), writing)
 }
 
 /// [`server_pipe`] carrying `line`, its newline, then `after`.
 fn server_line(
     line: &[u8],
     after: &[u8],
-) -> (LineReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
+) -> (PieceReader<pipe::Receiver>, std::thread::JoinHandle<()>) {
     let mut input = line.to_vec();
     input.push(b'\n');
     input.extend_from_slice(after);
@@ -63,7 +64,7 @@ fn host_pipe() -> (Outbound<Stdio>, std::thread::JoinHandle<Vec<u8>>) {
 /// end with its newline, which a spliced end already holds). Returns the bytes the pieces were
 /// seen as.
 async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
-    lines: &mut LineReader<pipe::Receiver>,
+    lines: &mut PieceReader<pipe::Receiver>,
     out: &mut Outbound<W>,
     splice: bool,
 ) -> Vec<u8> {
@@ -74,7 +75,7 @@ async fn relay_streamed<W: AsyncWrite + Descriptor + Unpin>(
 /// The start of [`relay_streamed`]: the line's first piece, copied to `out`, and the reader set
 /// to peek at the rest when `splice` is true. Returns the bytes seen so far.
 async fn start_streamed<W: AsyncWrite + Descriptor + Unpin>(
-    lines: &mut LineReader<pipe::Receiver>,
+    lines: &mut PieceReader<pipe::Receiver>,
     out: &mut Outbound<W>,
     splice: bool,
 ) -> Vec<u8> {
@@ -91,7 +92,7 @@ async fn start_streamed<W: AsyncWrite + Descriptor + Unpin>(
 /// The rest of [`relay_streamed`], after [`start_streamed`] saw `seen`: every later piece to
 /// the line's end, which it ends as the loop does.
 async fn relay_rest<W: AsyncWrite + Descriptor + Unpin>(
-    lines: &mut LineReader<pipe::Receiver>,
+    lines: &mut PieceReader<pipe::Receiver>,
     out: &mut Outbound<W>,
     splice: bool,
     mut seen: Vec<u8>,
@@ -126,7 +127,7 @@ async fn relay_rest<W: AsyncWrite + Descriptor + Unpin>(
 /// Reads the rest of a streamed line, queueing none of its pieces (one peeked at leaves the pipe
 /// before the next read): its bytes, and how many of its pieces were peeked at.
 async fn rest_of_line<R: AsyncRead + ReadDescriptor + Unpin>(
-    lines: &mut LineReader<R>,
+    lines: &mut PieceReader<R>,
 ) -> (Vec<u8>, usize) {
     let (mut rest, mut peeked) = (Vec::new(), 0);
     loop {
@@ -146,7 +147,7 @@ async fn rest_of_line<R: AsyncRead + ReadDescriptor + Unpin>(
 /// The streamed line was seen whole, every byte once and in order, and the line after it
 /// (`next`) comes whole.
 async fn whole_then_next<R: AsyncRead + ReadDescriptor + Unpin>(
-    lines: &mut LineReader<R>,
+    lines: &mut PieceReader<R>,
     seen: &[u8],
     long: &[u8],
 ) {
@@ -159,7 +160,7 @@ async fn whole_then_next<R: AsyncRead + ReadDescriptor + Unpin>(
 
 /// The first line an in-memory host reads.
 async fn first_line(stream: tokio::io::DuplexStream) -> Option<Line> {
-    LineReader::new(stream).next_line().await.unwrap()
+    PieceReader::new(stream).next_line().await.unwrap()
 }
 
 fn long_line(size: usize) -> Vec<u8> {
@@ -415,7 +416,7 @@ async fn a_stream_that_cannot_be_teed_is_read_as_before() {
     ours.set_nonblocking(true).unwrap();
     let socket = tokio::net::UnixStream::from_std(ours).unwrap();
     // A socket has a descriptor to peek with, but `tee` takes only pipes.
-    let mut lines = LineReader::new(Stdio::Socket(socket));
+    let mut lines = PieceReader::new(Stdio::Socket(socket));
 
     assert_eq!(lines.next_piece_peeking().await.unwrap(), Some(Piece::Long));
     let mut seen = lines.stream();
