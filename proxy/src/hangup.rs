@@ -13,10 +13,11 @@ use std::os::fd::{AsFd as _, OwnedFd};
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::FileType;
 use tokio::io::Interest;
-use tokio::io::unix::AsyncFd;
+
+use super::process::Readiness;
 
 /// A copy of the proxy's stdin, registered with the runtime for readiness only.
-pub(super) struct Hangup(Option<AsyncFd<OwnedFd>>);
+pub(super) struct Hangup(Option<Readiness<OwnedFd>>);
 
 impl Hangup {
     /// Watches stdin when it is a pipe or a socket; otherwise never fires.
@@ -57,16 +58,12 @@ fn hung_up(fd: &OwnedFd) -> bool {
 }
 
 /// The runtime's readiness of a close-on-exec copy of stdin, if it is a pipe or a socket.
-///
-/// tokio deprecated its safe constructor because a caller could hand it a descriptor it does not
-/// own; this one owns its copy for as long as it is registered (as `process::readiness` does).
-#[allow(deprecated)]
-fn watched_stdin() -> Option<AsyncFd<OwnedFd>> {
+fn watched_stdin() -> Option<Readiness<OwnedFd>> {
     let stdin = std::io::stdin();
     let kind = FileType::from_raw_mode(rustix::fs::fstat(stdin.as_fd()).ok()?.st_mode);
     if !matches!(kind, FileType::Fifo | FileType::Socket) {
         return None;
     }
     let copy = rustix::io::fcntl_dupfd_cloexec(stdin.as_fd(), 3).ok()?;
-    AsyncFd::with_interest(copy, Interest::READABLE).ok()
+    Readiness::new(copy, Interest::READABLE).ok()
 }
