@@ -10,7 +10,7 @@ use futures::FutureExt as _;
 use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 
 use crate::splice::Front;
-use crate::stdio::descriptor::Descriptor;
+use crate::stdio::Descriptor;
 use crate::stdio::reader::{SPARES_KEPT, is_stream_buffer};
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The reader of a side's stream: lines of at most [`MAX_LINE_BYTES`], and a line still
 //! unfinished at [`STREAM_AT`] bytes offered in pieces, one read each, so that a long result is
 //! relayed as it arrives. Reading past the runtime (peeking by `tee`, reads of the descriptor
-//! itself) is in `direct`.
+//! itself) is in `by_descriptor`.
 
 use std::io;
 
@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use crate::splice::Peek;
 
-mod direct;
+mod by_descriptor;
 #[cfg(test)]
 pub(super) mod tests;
 

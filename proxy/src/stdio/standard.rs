@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::splice::Front;
-use crate::stdio::descriptor::{Descriptor, ReadDescriptor};
+use crate::stdio::{Descriptor, ReadDescriptor};
 
 /// The proxy's own stdin or stdout as an async stream.
 pub enum Stdio {

@@ -9,9 +9,8 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
-use crate::stdio::descriptor::{Descriptor, ReadDescriptor};
 use crate::stdio::reader::STREAM_AT;
-use crate::stdio::{Line, Outbound, Piece, PieceReader, Stdio};
+use crate::stdio::{Descriptor, Line, Outbound, Piece, PieceReader, ReadDescriptor, Stdio};
 
 /// A pipe the test writes `input` into from a thread (it holds more than a pipe does), read by
 /// a `PieceReader` as the proxy reads its server.

@@ -1,6 +1,6 @@
 //! The reader's use of its stream's descriptor past the runtime: peeking at a streamed line's
-//! pieces with `tee`, so that `splice` can move them on (`crate::splice`), and
-//! reads the relay loop makes itself once its own wait saw the descriptor readable.
+//! pieces with `tee`, so that `splice` can move them on (`crate::splice`), and reads the relay
+//! loop makes itself once its own wait saw the descriptor readable.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -10,7 +10,7 @@ use tokio::io::AsyncRead;
 
 use super::{DIRECT_READS, Mode, Piece, PieceReader, READ_CHUNK, STREAM_BUFFER};
 use crate::splice::{Front, Peek};
-use crate::stdio::descriptor::ReadDescriptor;
+use crate::stdio::ReadDescriptor;
 
 impl<R: AsyncRead + ReadDescriptor + Unpin> PieceReader<R> {
     /// Peeks at the pieces of streamed lines from now on, where the stream is a pipe: each is
